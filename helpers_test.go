@@ -1,0 +1,102 @@
+package throttle_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// rtFunc is a fake base RoundTripper.
+type rtFunc func(*http.Request) (*http.Response, error)
+
+func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// reply returns a response with the status and header pairs given.
+func reply(req *http.Request, status int, kv ...string) *http.Response {
+	h := http.Header{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Set(kv[i], kv[i+1])
+	}
+	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader("body")), Request: req}
+}
+
+// recorder is a base RoundTripper that answers 200 and logs when each
+// request was sent, by URL.
+type recorder struct {
+	mu    sync.Mutex
+	start time.Time
+	sent  []sent
+}
+
+type sent struct {
+	at  time.Duration
+	url string
+}
+
+func newRecorder() *recorder { return &recorder{start: time.Now()} }
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	r.mu.Lock()
+	r.sent = append(r.sent, sent{time.Since(r.start), req.URL.String()})
+	r.mu.Unlock()
+	return reply(req, http.StatusOK), nil
+}
+
+func (r *recorder) times() []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ts []time.Duration
+	for _, s := range r.sent {
+		ts = append(ts, s.at)
+	}
+	return ts
+}
+
+func (r *recorder) urls() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var us []string
+	for _, s := range r.sent {
+		us = append(us, s.url)
+	}
+	return us
+}
+
+func newReq(t *testing.T, ctx context.Context, method, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// do sends a GET through rt and closes the response.
+func do(t *testing.T, rt http.RoundTripper, url string) error {
+	t.Helper()
+	return doCtx(t, context.Background(), rt, url)
+}
+
+func doCtx(t *testing.T, ctx context.Context, rt http.RoundTripper, url string) error {
+	t.Helper()
+	resp, err := rt.RoundTrip(newReq(t, ctx, http.MethodGet, url))
+	if err == nil {
+		resp.Body.Close()
+	}
+	return err
+}
+
+// ms is a shorthand for durations in test tables.
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -1,0 +1,269 @@
+package throttle_test
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlehttp/throttle"
+)
+
+// quotaNow is the time the responses of quotaCases arrive, as a Unix time
+// 1700000000 (2023-11-14 22:13:20 UTC).
+var quotaNow = time.Unix(1_700_000_000, 0).UTC()
+
+// quotaHeader builds a header from name, value pairs; a repeated name adds a
+// field line.
+func quotaHeader(kv ...string) http.Header {
+	h := http.Header{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Add(kv[i], kv[i+1])
+	}
+	return h
+}
+
+var quotaCases = []struct {
+	name   string
+	header http.Header
+	want   throttle.Quota // the zero Quota: want ok == false
+}{
+	{"github-epoch-reset", quotaHeader("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4999",
+		"X-RateLimit-Reset", "1700000060", "X-RateLimit-Used", "1", "X-RateLimit-Resource", "core"),
+		throttle.Quota{Limit: 5000, Remaining: 4999, Reset: time.Minute, HasLimit: true, HasRemaining: true, HasReset: true}},
+	{"github-exhausted", quotaHeader("X-RateLimit-Limit", "60", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1700000042"),
+		throttle.Quota{Limit: 60, Reset: 42 * time.Second, HasLimit: true, HasRemaining: true, HasReset: true}},
+	{"epoch-in-the-past", quotaHeader("X-RateLimit-Reset", "1699999000"),
+		throttle.Quota{HasReset: true}},
+	// At now = 1.7e9, a value from 0.85e9 on is a Unix time (here, past).
+	{"epoch-threshold", quotaHeader("X-RateLimit-Reset", "850000000"),
+		throttle.Quota{HasReset: true}},
+	{"delta-below-threshold", quotaHeader("X-RateLimit-Reset", "849999999"),
+		throttle.Quota{Reset: 849999999 * time.Second, HasReset: true}},
+	{"epoch-milliseconds", quotaHeader("X-RateLimit-Reset", "1700000060500"),
+		throttle.Quota{Reset: 60500 * time.Millisecond, HasReset: true}},
+	{"epoch-decimal-seconds", quotaHeader("X-RateLimit-Reset", "1700000001.25"),
+		throttle.Quota{Reset: 1250 * time.Millisecond, HasReset: true}},
+	{"delta-reset", quotaHeader("X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "7", "X-RateLimit-Reset", "30"),
+		throttle.Quota{Limit: 100, Remaining: 7, Reset: 30 * time.Second, HasLimit: true, HasRemaining: true, HasReset: true}},
+	{"decimal-reset", quotaHeader("X-RateLimit-Reset", "1.5"),
+		throttle.Quota{Reset: 1500 * time.Millisecond, HasReset: true}},
+	{"date-reset", quotaHeader("X-RateLimit-Reset", "Tue, 14 Nov 2023 22:14:00 GMT"),
+		throttle.Quota{Reset: 40 * time.Second, HasReset: true}},
+	{"decimal-counts-drop-fraction", quotaHeader("X-Ratelimit-Remaining", "599.9", "X-Ratelimit-Used", "1.0"),
+		throttle.Quota{Remaining: 599, HasRemaining: true}},
+	{"x-rate-limit-spelling", quotaHeader("X-Rate-Limit-Limit", "10", "X-Rate-Limit-Remaining", "2", "X-Rate-Limit-Reset", "5"),
+		throttle.Quota{Limit: 10, Remaining: 2, Reset: 5 * time.Second, HasLimit: true, HasRemaining: true, HasReset: true}},
+	{"older-draft-spelling", quotaHeader("RateLimit-Limit", "10, 10;w=1, 50;w=60", "RateLimit-Remaining", "9", "RateLimit-Reset", "1"),
+		throttle.Quota{Limit: 10, Remaining: 9, Reset: time.Second, HasLimit: true, HasRemaining: true, HasReset: true}},
+	{"first-spelling-wins", quotaHeader("X-RateLimit-Limit", "100", "X-Rate-Limit-Limit", "200"),
+		throttle.Quota{Limit: 100, HasLimit: true}},
+	{"garbage-spelling-falls-through", quotaHeader("X-RateLimit-Limit", "n/a", "X-Rate-Limit-Limit", "200"),
+		throttle.Quota{Limit: 200, HasLimit: true}},
+	{"first-line-counts", quotaHeader("X-RateLimit-Remaining", "3", "X-RateLimit-Remaining", "0"),
+		throttle.Quota{Remaining: 3, HasRemaining: true}},
+	{"garbage-field-absent", quotaHeader("X-RateLimit-Limit", "lots", "X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "soon"),
+		throttle.Quota{Remaining: 5, HasRemaining: true}},
+	{"negative-fields-absent", quotaHeader("X-RateLimit-Limit", "-1", "X-RateLimit-Remaining", "-5", "X-RateLimit-Reset", "-30"),
+		throttle.Quota{}},
+	{"huge-count-saturates", quotaHeader("X-RateLimit-Limit", "999999999999999999999999"),
+		throttle.Quota{Limit: math.MaxInt, HasLimit: true}},
+	{"huge-reset-saturates", quotaHeader("X-RateLimit-Reset", "999999999999999999999999"),
+		throttle.Quota{Reset: longestDuration, HasReset: true}},
+	{"none", http.Header{}, throttle.Quota{}},
+	{"unrelated", quotaHeader("Content-Type", "text/plain", "Retry-After", "5"), throttle.Quota{}},
+	{"ietf-single", quotaHeader("RateLimit", `"default";r=50;t=30`),
+		throttle.Quota{Remaining: 50, Reset: 30 * time.Second, Policy: "default", HasRemaining: true, HasReset: true}},
+	{"ietf-with-policy", quotaHeader("RateLimit", `"default";r=50;t=30`, "RateLimit-Policy", `"default";q=100;w=60`),
+		throttle.Quota{Limit: 100, Remaining: 50, Reset: 30 * time.Second, Window: time.Minute, Policy: "default",
+			HasLimit: true, HasRemaining: true, HasReset: true}},
+	{"ietf-without-t", quotaHeader("RateLimit", `"default";r=999;pk=:dHJpYWwxMjEzMjM=:`),
+		throttle.Quota{Remaining: 999, Policy: "default", HasRemaining: true}},
+	{"ietf-multiple-policies", quotaHeader("RateLimit", `"burst";r=10;t=5, "daily";r=0;t=3600`,
+		"RateLimit-Policy", `"burst";q=100;w=60, "daily";q=1000;w=86400`),
+		throttle.Quota{Limit: 1000, Reset: time.Hour, Window: 24 * time.Hour, Policy: "daily",
+			HasLimit: true, HasRemaining: true, HasReset: true}},
+	{"ietf-tie-longest-t", quotaHeader("RateLimit", `"a";r=0;t=5, "b";r=0;t=60, "c";r=0`),
+		throttle.Quota{Reset: time.Minute, Policy: "b", HasRemaining: true, HasReset: true}},
+	{"ietf-multiple-lines", quotaHeader("RateLimit", `"burst";r=10;t=5`, "RateLimit", `"daily";r=3;t=600`,
+		"RateLimit-Policy", `"daily";q=1000;w=86400`, "RateLimit-Policy", `"burst";q=100;w=60`),
+		throttle.Quota{Limit: 1000, Remaining: 3, Reset: 10 * time.Minute, Window: 24 * time.Hour, Policy: "daily",
+			HasLimit: true, HasRemaining: true, HasReset: true}},
+	{"ietf-policy-only", quotaHeader("RateLimit-Policy", `"burst";q=100;w=60, "daily";q=1000;w=86400`),
+		throttle.Quota{Limit: 1000, Window: 24 * time.Hour, Policy: "daily", HasLimit: true}},
+	{"ietf-policy-only-windowed-first", quotaHeader("RateLimit-Policy", `"a";q=5, "b";q=5000;w=1`),
+		throttle.Quota{Limit: 5000, Window: time.Second, Policy: "b", HasLimit: true}},
+	{"ietf-policy-only-no-windows", quotaHeader("RateLimit-Policy", `"a";q=10, "b";q=5;w=0`),
+		throttle.Quota{Limit: 5, Policy: "b", HasLimit: true}},
+	{"ietf-token-name", quotaHeader("RateLimit", `default;r=5;t=1`),
+		throttle.Quota{Remaining: 5, Reset: time.Second, Policy: "default", HasRemaining: true, HasReset: true}},
+	{"ietf-escaped-name", quotaHeader("RateLimit", `"we\"ird\\";r=1`),
+		throttle.Quota{Remaining: 1, Policy: `we"ird\`, HasRemaining: true}},
+	{"ietf-other-quota-units-ignored", quotaHeader(
+		"RateLimit-Policy", `"bytes";q=65535;qu="content-bytes";w=10;pk=:sdfjLJUOUH==:, "req";q=100;qu="requests";w=60`,
+		"RateLimit", `"bytes";r=0;t=10, "req";r=50;t=30`),
+		throttle.Quota{Limit: 100, Remaining: 50, Reset: 30 * time.Second, Window: time.Minute, Policy: "req",
+			HasLimit: true, HasRemaining: true, HasReset: true}},
+	{"ietf-invalid-items-skipped", quotaHeader("RateLimit", `"a";t=5, "b";r=-1, "c";r=1.5, "d";r="2", 7;r=0, "e";r=3`),
+		throttle.Quota{Remaining: 3, Policy: "e", HasRemaining: true}},
+	{"ietf-invalid-t-absent", quotaHeader("RateLimit", `"a";r=3;t=-1`),
+		throttle.Quota{Remaining: 3, Policy: "a", HasRemaining: true}},
+	{"ietf-decimal-t", quotaHeader("RateLimit", `"a";r=3;t=1.5`),
+		throttle.Quota{Remaining: 3, Reset: 1500 * time.Millisecond, Policy: "a", HasRemaining: true, HasReset: true}},
+	{"ietf-policy-without-q-skipped", quotaHeader("RateLimit", `"a";r=3`, "RateLimit-Policy", `"a";w=60`),
+		throttle.Quota{Remaining: 3, Policy: "a", HasRemaining: true}},
+	{"ietf-duplicate-param-last-wins", quotaHeader("RateLimit", `"a";r=5;r=2`),
+		throttle.Quota{Remaining: 2, Policy: "a", HasRemaining: true}},
+	{"ietf-whitespace", quotaHeader("RateLimit", "  \"a\";  r=4 ,\t\"b\"; r=2;\tt=1  "),
+		throttle.Quota{}}, // a tab after ';' is not allowed: the field is invalid
+	{"ietf-ows-around-commas", quotaHeader("RateLimit", " \"a\";  r=4 ,\t\"b\"; r=2;t=1 "),
+		throttle.Quota{Remaining: 2, Reset: time.Second, Policy: "b", HasRemaining: true, HasReset: true}},
+	{"ietf-params-of-other-types", quotaHeader("RateLimit", `"a";r=1;x;y=?0;z=tok/en:1;acme-note="hi";big=-12.125;b=:YQ==:`),
+		throttle.Quota{Remaining: 1, Policy: "a", HasRemaining: true}},
+	{"ietf-malformed-field-ignored", quotaHeader("RateLimit", `"default";r=0;t=30, garbage(`),
+		throttle.Quota{}},
+	{"ietf-trailing-comma-ignored", quotaHeader("RateLimit", `"default";r=0;t=30,`),
+		throttle.Quota{}},
+	{"ietf-space-before-param-ignored", quotaHeader("RateLimit", `"default" ;r=0`),
+		throttle.Quota{}},
+	{"ietf-integer-too-long-ignored", quotaHeader("RateLimit", `"a";r=1234567890123456`),
+		throttle.Quota{}},
+	{"ietf-largest-integer", quotaHeader("RateLimit", `"a";r=999999999999999;t=999999999999999`),
+		throttle.Quota{Remaining: 999999999999999, Reset: longestDuration, Policy: "a", HasRemaining: true, HasReset: true}},
+	{"ietf-unterminated-string-ignored", quotaHeader("RateLimit", `"a;r=1`), throttle.Quota{}},
+	{"ietf-bad-policy-keeps-ratelimit", quotaHeader("RateLimit", `"a";r=1`, "RateLimit-Policy", `"a";q=10;w=`),
+		throttle.Quota{Remaining: 1, Policy: "a", HasRemaining: true}},
+	{"ietf-malformed-falls-back", quotaHeader("RateLimit", `"a";r=0;t=30;`, "X-RateLimit-Remaining", "8"),
+		throttle.Quota{Remaining: 8, HasRemaining: true}},
+	{"both-families", quotaHeader("RateLimit", `"default";r=3;t=10`,
+		"X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "50", "X-RateLimit-Reset", "20"),
+		throttle.Quota{Limit: 100, Remaining: 3, Reset: 10 * time.Second, Policy: "default",
+			HasLimit: true, HasRemaining: true, HasReset: true}},
+	{"both-families-policy-only", quotaHeader("RateLimit-Policy", `"hour";q=1000;w=3600`,
+		"X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "50", "X-RateLimit-Reset", "20"),
+		throttle.Quota{Limit: 1000, Remaining: 50, Reset: 20 * time.Second, Window: time.Hour, Policy: "hour",
+			HasLimit: true, HasRemaining: true, HasReset: true}},
+}
+
+func TestParseQuota(t *testing.T) {
+	for _, tc := range quotaCases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := throttle.ParseQuota(tc.header, quotaNow)
+			assert.Equal(t, tc.want != throttle.Quota{}, ok, "ok")
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestQuotaExhausted(t *testing.T) {
+	assert.True(t, throttle.Quota{HasRemaining: true}.Exhausted())
+	assert.False(t, throttle.Quota{Remaining: 1, HasRemaining: true}.Exhausted())
+	assert.False(t, throttle.Quota{}.Exhausted(), "no remaining count: not known to be exhausted")
+}
+
+// TestParseQuotaLongHeader guards that parsing stays linear: many items, many
+// parameters and many field lines.
+func TestParseQuotaLongHeader(t *testing.T) {
+	const n = 50_000
+	var rl, pol strings.Builder
+	for i := range n {
+		fmt.Fprintf(&rl, `"p%d";r=%d;t=%d;acme=?1, `, i, n-i, i)
+		fmt.Fprintf(&pol, `"p%d";q=%d;w=60, `, i, 2*n-i)
+	}
+	h := quotaHeader("RateLimit", rl.String()+`"last";r=1;t=9`, "RateLimit-Policy", pol.String()+`"last";q=5;w=1`)
+	for range 1000 {
+		h.Add("RateLimit", `"more";r=2`)
+	}
+	q, ok := throttle.ParseQuota(h, quotaNow)
+	require.True(t, ok)
+	assert.Equal(t, throttle.Quota{Limit: n + 1, Remaining: 1, Reset: (n - 1) * time.Second, Window: time.Minute,
+		Policy: fmt.Sprint("p", n-1), HasLimit: true, HasRemaining: true, HasReset: true}, q)
+
+	h = quotaHeader("RateLimit", `"a";r=1;`+strings.Repeat("k=1;", n), "X-RateLimit-Reset", strings.Repeat("1", n))
+	q, ok = throttle.ParseQuota(h, quotaNow)
+	require.True(t, ok)
+	assert.Equal(t, throttle.Quota{Reset: longestDuration, HasReset: true}, q)
+}
+
+func FuzzParseQuota(f *testing.F) {
+	fields := []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit", "RateLimit-Policy"}
+	for _, tc := range quotaCases {
+		var v [5]string
+		for i, k := range fields {
+			v[i] = strings.Join(tc.header.Values(k), "\n")
+		}
+		f.Add(v[0], v[1], v[2], v[3], v[4], int64(0))
+	}
+	f.Fuzz(func(t *testing.T, limit, remaining, reset, rl, policy string, offset int64) {
+		h := http.Header{}
+		for i, v := range []string{limit, remaining, reset, rl, policy} {
+			for line := range strings.SplitSeq(v, "\n") {
+				h.Add(fields[i], line)
+			}
+		}
+		q, ok := throttle.ParseQuota(h, quotaNow.Add(time.Duration(offset)))
+		if !ok {
+			if q != (throttle.Quota{}) {
+				t.Fatalf("not ok, but %+v", q)
+			}
+			return
+		}
+		if !q.HasLimit && !q.HasRemaining && !q.HasReset {
+			t.Fatalf("ok, but nothing carried: %+v", q)
+		}
+		if q.Limit < 0 || q.Remaining < 0 || q.Reset < 0 || q.Window < 0 {
+			t.Fatalf("negative value: %+v", q)
+		}
+		if !q.HasLimit && (q.Limit != 0 || q.Window != 0) || !q.HasRemaining && q.Remaining != 0 || !q.HasReset && q.Reset != 0 {
+			t.Fatalf("a value not carried is not zero: %+v", q)
+		}
+		if q.Exhausted() != (q.HasRemaining && q.Remaining == 0) {
+			t.Fatalf("Exhausted() = %v for %+v", q.Exhausted(), q)
+		}
+	})
+}
+
+func BenchmarkParseQuota(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		h    http.Header
+	}{
+		{"x-ratelimit", quotaHeader("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4999", "X-RateLimit-Reset", "1700000060")},
+		{"ietf", quotaHeader("RateLimit", `"burst";r=10;t=5, "daily";r=0;t=3600`,
+			"RateLimit-Policy", `"burst";q=100;w=60, "daily";q=1000;w=86400`)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				throttle.ParseQuota(bc.h, quotaNow)
+			}
+		})
+	}
+}
+
+func ExampleParseQuota() {
+	now := time.Unix(1_700_000_000, 0) // when the response arrived
+
+	// GitHub: X-RateLimit-Reset is a Unix time.
+	h := http.Header{}
+	h.Set("X-RateLimit-Limit", "5000")
+	h.Set("X-RateLimit-Remaining", "0")
+	h.Set("X-RateLimit-Reset", "1700000042")
+	q, ok := throttle.ParseQuota(h, now)
+	fmt.Println(ok, q.Limit, q.Remaining, q.Reset, q.Exhausted())
+
+	// The IETF fields: the most restrictive policy is reported.
+	h = http.Header{}
+	h.Add("RateLimit-Policy", `"burst";q=100;w=60, "daily";q=1000;w=86400`)
+	h.Add("RateLimit", `"burst";r=40;t=20, "daily";r=0;t=3600`)
+	q, ok = throttle.ParseQuota(h, now)
+	fmt.Println(ok, q.Policy, q.Limit, q.Window, q.Remaining, q.Reset, q.Exhausted())
+	// Output:
+	// true 5000 0 42s true
+	// true daily 1000 24h0m0s 0 1h0m0s true
+}

@@ -1,0 +1,133 @@
+package throttle
+
+import (
+	"math"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// This file parses the grammars of header field values: Retry-After and the
+// decimal numbers of the rate-limit fields. sfv.go parses the Structured
+// Field Lists of the IETF RateLimit fields; quota.go reads what they mean.
+
+// maxRetryDuration is the longest time.Duration, about 292 years; waits too long to
+// represent saturate at it.
+const maxRetryDuration = time.Duration(math.MaxInt64)
+
+// ParseRetryAfter parses the value of a Retry-After response header field
+// (RFC 9110, Section 10.2.3) and returns how long the server asks the client to
+// wait, counted from now (the time the response arrived).
+//
+// Spaces and tabs around the value are ignored. Accepted are:
+//
+//   - delay-seconds, a whole number of seconds: "120". A number too large for a
+//     time.Duration saturates at the largest Duration, however many digits it has;
+//   - decimal seconds as some APIs send them (Shopify sends "2.0"): "1.5", "0.25".
+//     Digits are required on both sides of the point, so "2." and ".5" are
+//     malformed. The result is exact to the millisecond; further digits round it
+//     up to the next millisecond ("0.0001" is 1ms), so a wait never ends before
+//     the time the server asked for;
+//   - an HTTP-date in any of the three formats of RFC 9110, Section 5.6.7:
+//     IMF-fixdate "Sun, 06 Nov 1994 08:49:37 GMT", the obsolete RFC 850 form
+//     "Sunday, 06-Nov-94 08:49:37 GMT" and ANSI C's asctime form
+//     "Sun Nov  6 08:49:37 1994". The wait is the date minus now; a date at or
+//     before now gives 0, true.
+//
+// The duration is never negative. ok is false, with a zero duration, only when
+// the value is absent (empty or blank) or malformed: a sign ("-5", "+5"), a unit
+// ("5s"), an exponent, inner spaces, an ISO 8601 timestamp, or anything else that
+// is neither of the number forms above nor an HTTP-date. What a missing value
+// means is the caller's choice.
+//
+// The number forms do not allocate. ParseRetryAfter never panics, whatever the
+// input.
+func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
+	value = strings.Trim(value, " \t")
+	if value == "" {
+		return 0, false
+	}
+	if isASCIIDigit(value[0]) {
+		n, ok := parseDecimal(value)
+		if !ok {
+			return 0, false
+		}
+		return n.duration(), true
+	}
+	date, err := http.ParseTime(value)
+	if err != nil {
+		return 0, false
+	}
+	return durationUntil(date, now), true
+}
+
+// durationUntil returns how long from now until t: 0 when t is not after now, and at
+// most maxRetryDuration (time.Time.Sub saturates).
+func durationUntil(t, now time.Time) time.Duration {
+	return max(t.Sub(now), 0)
+}
+
+// decimal is a non-negative decimal number as sent in a header field: whole units
+// and thousandths. milli is in [0, 1000]: digits past the thousandth round it up,
+// which can carry it to 1000; whole saturates at math.MaxInt64.
+type decimal struct {
+	whole, milli int64
+}
+
+// parseDecimal parses one or more ASCII digits, optionally followed by a point
+// and one or more digits. Anything else, a sign included, is malformed. It does
+// not allocate and takes time linear in len(s).
+func parseDecimal(s string) (decimal, bool) {
+	var n decimal
+	i := 0
+	for ; i < len(s) && isASCIIDigit(s[i]); i++ {
+		d := int64(s[i] - '0')
+		if n.whole > (math.MaxInt64-d)/10 {
+			n.whole = math.MaxInt64
+		} else {
+			n.whole = n.whole*10 + d
+		}
+	}
+	if i == 0 {
+		return decimal{}, false
+	}
+	if i == len(s) {
+		return n, true
+	}
+	if s[i] != '.' {
+		return decimal{}, false
+	}
+	i++
+	start, scale, rest := i, int64(100), false
+	for ; i < len(s) && isASCIIDigit(s[i]); i++ {
+		d := int64(s[i] - '0')
+		if scale > 0 {
+			n.milli += d * scale
+			scale /= 10
+		} else if d != 0 {
+			rest = true
+		}
+	}
+	if i == start || i != len(s) {
+		return decimal{}, false
+	}
+	if rest {
+		n.milli++
+	}
+	return n, true
+}
+
+// duration returns n as a number of seconds, saturating at maxRetryDuration.
+func (n decimal) duration() time.Duration {
+	const maxSeconds = math.MaxInt64 / int64(time.Second)
+	if n.whole > maxSeconds {
+		return maxRetryDuration
+	}
+	d, m := n.whole*int64(time.Second), n.milli*int64(time.Millisecond)
+	if d > math.MaxInt64-m {
+		return maxRetryDuration
+	}
+	return time.Duration(d + m)
+}
+
+func isASCIIDigit(c byte) bool { return '0' <= c && c <= '9' }
