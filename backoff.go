@@ -1,0 +1,197 @@
+package throttle
+
+import (
+	"crypto/x509"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Retry says which requests are retried and how. Retries are on by default:
+// every zero field takes the default written beside it.
+//
+// What is retried: a 429 for every method (the server did not process the
+// request); 502, 503, 504 and network errors (connection refused or reset,
+// timeouts, EOF before a response) only for idempotent methods (GET, HEAD,
+// OPTIONS, TRACE, PUT, DELETE) or requests with an Idempotency-Key header.
+// A request body is replayed through Request.GetBody; a request with a body
+// and no GetBody is sent once and never retried. Every retry waits its turn
+// at the key like a first attempt, so retries never raise the sending rate.
+//
+// Delays grow exponentially with full jitter, and are never shorter than the
+// server's Retry-After. Retrying ends, and the caller gets the last response
+// unchanged (or the last error, wrapped), when the attempts or the time are
+// used up, when the server asks for a wait longer than MaxRetryAfter or than
+// the context's deadline allows, or when the key's retry budget is spent.
+type Retry struct {
+	// MaxAttempts bounds the attempts of one request, the first included.
+	// 0: 8. 1: no retries.
+	MaxAttempts int
+
+	// MaxElapsed bounds the time from a request's arrival to the start of its
+	// last attempt's wait. 0: 10 minutes.
+	MaxElapsed time.Duration
+
+	// InitialDelay is the backoff before the first retry, before jitter; it
+	// doubles at each retry up to MaxDelay. 0: 250 milliseconds, 30 seconds.
+	InitialDelay, MaxDelay time.Duration
+
+	// MaxRetryAfter is the longest pause asked by a server that is honoured:
+	// past it, the request gives up at once with the server's answer, and
+	// requests that would have to wait out such a pause fail at once with
+	// ErrPaused. 0: 5 minutes.
+	MaxRetryAfter time.Duration
+
+	// Budget caps the retries of 5xx answers and network errors at each key
+	// to this share of its first attempts over a sliding minute, plus
+	// BudgetFloor a minute, so a backend that is down does not draw a retry
+	// storm. 429s do not count: they already wait for the pause and the pacer.
+	// 0: 0.2 (and a floor of 10). Negative: no budget.
+	Budget      float64
+	BudgetFloor int
+}
+
+func (r Retry) withDefaults() Retry {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if r.MaxAttempts <= 0 {
+		r.MaxAttempts = 8
+	}
+	def(&r.MaxElapsed, 10*time.Minute)
+	def(&r.InitialDelay, 250*time.Millisecond)
+	def(&r.MaxDelay, 30*time.Second)
+	def(&r.MaxRetryAfter, 5*time.Minute)
+	if r.Budget == 0 {
+		r.Budget = 0.2
+	}
+	if r.BudgetFloor <= 0 {
+		r.BudgetFloor = 10
+	}
+	return r
+}
+
+// backoffFor returns one request's backoff: exponential, without jitter of
+// its own (jitter is applied in full by jitter).
+func (r Retry) backoffFor() *backoff.ExponentialBackOff {
+	b := &backoff.ExponentialBackOff{
+		InitialInterval:     r.InitialDelay,
+		RandomizationFactor: 0,
+		Multiplier:          2,
+		MaxInterval:         r.MaxDelay,
+		Stop:                backoff.Stop,
+		Clock:               backoff.SystemClock,
+	}
+	b.Reset()
+	return b
+}
+
+// fullJitter picks a delay uniformly in [0, d].
+func fullJitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(d) + 1))
+}
+
+// idempotent reports whether req may be sent twice without harm.
+func idempotent(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	_, ok := req.Header["Idempotency-Key"]
+	return ok
+}
+
+// replayable reports whether req's body can be sent again.
+func replayable(req *http.Request) bool {
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// retryableStatus reports whether a response with this status may be retried
+// for a request that may be sent twice.
+func retryableStatus(code int) bool {
+	switch code {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// retryableErr reports whether a network error may be retried: the request
+// may not have reached the server, or its answer was lost on the way.
+func retryableErr(err error) bool {
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		hostname         x509.HostnameError
+		invalid          x509.CertificateInvalidError
+		dnsErr           *net.DNSError
+		netErr           net.Error
+	)
+	switch {
+	case errors.As(err, &unknownAuthority), errors.As(err, &hostname), errors.As(err, &invalid):
+		return false // retrying cannot fix a certificate
+	case errors.As(err, &dnsErr):
+		return !dnsErr.IsNotFound
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE):
+		return true
+	case errors.As(err, &netErr):
+		return true // timeouts and other failures of the connection
+	}
+	return false
+}
+
+// budget counts a key's first attempts and budgeted retries over a sliding
+// minute, in six buckets of ten seconds.
+type budget struct {
+	buckets [6]budgetBucket
+}
+
+type budgetBucket struct {
+	slot            int64 // which ten seconds since the epoch
+	firsts, retries int
+}
+
+const budgetSpan = 10 * time.Second
+
+func (b *budget) bucket(now time.Time) *budgetBucket {
+	slot := now.UnixNano() / int64(budgetSpan)
+	bk := &b.buckets[slot%int64(len(b.buckets))]
+	if bk.slot != slot {
+		bk.slot, bk.firsts, bk.retries = slot, 0, 0
+	}
+	return bk
+}
+
+func (b *budget) first(now time.Time) { b.bucket(now).firsts++ }
+
+// spend takes one retry from the budget if it has one.
+func (b *budget) spend(now time.Time, ratio float64, floor int) bool {
+	if ratio < 0 {
+		return true
+	}
+	slot := now.UnixNano() / int64(budgetSpan)
+	var firsts, retries int
+	for _, bk := range b.buckets {
+		if slot-bk.slot < int64(len(b.buckets)) {
+			firsts += bk.firsts
+			retries += bk.retries
+		}
+	}
+	if float64(retries) >= float64(floor)+ratio*float64(firsts) {
+		return false
+	}
+	b.bucket(now).retries++
+	return true
+}

@@ -1,0 +1,83 @@
+package throttle
+
+import (
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// A discarded response body is drained so its connection can be reused, but
+// only so far: a large or slow body is closed instead.
+const (
+	drainMax     = 4 << 10
+	drainTimeout = 100 * time.Millisecond
+)
+
+// discard drains (bounded in bytes and time) and closes a response body.
+func discard(resp *http.Response) {
+	if resp == nil || resp.Body == nil {
+		return
+	}
+	body := resp.Body
+	stop := time.AfterFunc(drainTimeout, func() { body.Close() })
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, drainMax))
+	stop.Stop()
+	body.Close()
+}
+
+// closeBody closes a request body the base RoundTripper never received.
+func closeBody(req *http.Request) {
+	if req != nil && req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// slotBody gives back an in-flight slot when the caller closes the body or
+// reads it to its end, whichever comes first.
+type slotBody struct {
+	io.ReadCloser
+	done atomic.Bool
+	free func()
+}
+
+func (b *slotBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.release()
+	}
+	return n, err
+}
+
+func (b *slotBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.release()
+	return err
+}
+
+func (b *slotBody) release() {
+	if b.done.CompareAndSwap(false, true) {
+		b.free()
+	}
+}
+
+// rwSlotBody keeps the io.Writer of a 101 Switching Protocols body.
+type rwSlotBody struct {
+	slotBody
+	w io.Writer
+}
+
+func (b *rwSlotBody) Write(p []byte) (int, error) { return b.w.Write(p) }
+
+// holdSlot makes resp's body give back the slot; with no body, it goes back now.
+func holdSlot(resp *http.Response, free func()) {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		free()
+		return
+	}
+	if rw, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+		resp.Body = &rwSlotBody{slotBody: slotBody{ReadCloser: rw, free: free}, w: rw}
+		return
+	}
+	resp.Body = &slotBody{ReadCloser: resp.Body, free: free}
+}

@@ -1,0 +1,100 @@
+package throttle_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/throttlehttp/throttle"
+)
+
+func Example() {
+	client := &http.Client{Transport: throttle.New(http.DefaultTransport,
+		throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 5}), // every host: 10/s, bursts of 5
+		throttle.WithHostPolicy("api.github.com", throttle.Policy{Rate: 1.3, Burst: 50,
+			Windows: []throttle.Window{{N: 5000, Per: time.Hour}}}),
+	)}
+	_ = client // client.Get(...) now waits for its turn
+}
+
+func ExampleWithKey() {
+	// One bucket per API key rather than per host.
+	rt := throttle.New(nil,
+		throttle.WithPolicy(throttle.Policy{Rate: 5, Burst: 1}),
+		throttle.WithKey(func(r *http.Request) string { return r.Header.Get("X-API-Key") }))
+	defer rt.Close()
+	fmt.Println(rt != nil)
+	// Output: true
+}
+
+func ExamplePolicy_Validate() {
+	p := throttle.Policy{Rate: 10} // a token bucket needs a Burst
+	fmt.Println(p.Validate())
+	// Output: throttle: invalid Policy: invalid Burst 0 with Rate 10: a token bucket needs Burst >= 1
+}
+
+func ExampleWithEvents() {
+	// A fake server that throttles the first request (with a Retry-After of
+	// 0, so that the example does not wait).
+	first := true
+	base := rtFunc(func(r *http.Request) (*http.Response, error) {
+		if first {
+			first = false
+			return reply(r, http.StatusTooManyRequests, "Retry-After", "0"), nil
+		}
+		return reply(r, http.StatusOK), nil
+	})
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == "time" || a.Key == "until" {
+				return slog.Attr{} // keep the output deterministic
+			}
+			return a
+		},
+	}))
+	rt := throttle.New(base, throttle.WithEvents(func(e throttle.Event) {
+		logger.Info("throttle", "event", e)
+	}))
+	defer rt.Close()
+	req, _ := http.NewRequest(http.MethodPut, "https://api.example.com/items/1", strings.NewReader("{}"))
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode)
+	// Output:
+	// level=INFO msg=throttle event.kind=throttled event.key=api.example.com event.attempt=1 event.status=429
+	// level=INFO msg=throttle event.kind=paused event.key=api.example.com event.attempt=1 event.status=429 event.source=Retry-After
+	// level=INFO msg=throttle event.kind=retry event.key=api.example.com event.attempt=1 event.status=429
+	// 200
+}
+
+// A body read from a file is made replayable by GetBody, so it can be retried
+// without being held in memory.
+func ExampleRetry_replayableFileBody() {
+	f, _ := os.CreateTemp("", "record")
+	defer os.Remove(f.Name())
+	_, _ = f.WriteString(`{"id": 1}`)
+	f.Close()
+
+	open := func() (io.ReadCloser, error) { return os.Open(f.Name()) }
+	body, _ := open()
+	req, _ := http.NewRequest(http.MethodPost, "https://api.example.com/records", body)
+	req.GetBody = open // each retry reopens the file
+	req.Header.Set("Idempotency-Key", "record-1")
+
+	replay, _ := req.GetBody()
+	var buf bytes.Buffer
+	_, _ = io.Copy(&buf, replay)
+	replay.Close()
+	body.Close()
+	fmt.Println(buf.String())
+	// Output: {"id": 1}
+}

@@ -1,0 +1,266 @@
+package throttle
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// keyState is everything the transport knows about one partition key. Its
+// mutex guards every field but the immutable ones; different keys share no
+// lock.
+type keyState struct {
+	key   string
+	pol   *policy
+	lim   *rate.Limiter // nil: unpaced
+	slots chan struct{} // MaxInFlight semaphore; nil: no cap
+
+	mu         sync.Mutex
+	wins       []windowLog
+	head, tail *waiter // the line
+	waiting    int
+
+	pauseUntil time.Time // the server said: nothing before this
+	pauseBy    string    // which header set the pause
+	probe      probeState
+	ramp       int // > 0: at most this many attempts awaiting their response
+	sending    int // attempts sent, response not yet in
+	budget     budget
+
+	refs  int  // RoundTrips holding the state
+	used  bool // acquired since the last sweep: spared once
+	dead  bool // evicted: holders of a stale pointer must look it up again
+	stats KeyStats
+}
+
+type probeState uint8
+
+const (
+	probeNone probeState = iota
+	probeDue             // a pause ended: the next attempt goes alone
+	probeOut             // the probe is on the wire; the others wait for its answer
+)
+
+// never is the readyAt of a wait that only an event can end.
+var never = time.Unix(1<<62, 0)
+
+// readyAt is the earliest time at which the head of the line may go, and the
+// limit that holds it until then (never: until woken). It takes nothing.
+func (ks *keyState) readyAt(now time.Time, mono time.Duration) (time.Time, string) {
+	if ks.probe == probeOut {
+		return never, "probe"
+	}
+	if ks.ramp > 0 && ks.sending >= ks.ramp {
+		return never, "ramp"
+	}
+	at, limit := now, ""
+	if ks.pauseUntil.After(at) {
+		at, limit = ks.pauseUntil, "pause"
+	}
+	for i := range ks.wins {
+		w := &ks.wins[i]
+		off := mono + at.Sub(now)
+		if next := w.nextAt(off, 0); next > off {
+			at, limit = at.Add(next-off), w.String()
+		}
+	}
+	if ks.lim != nil {
+		if d := tokenDelay(ks.lim, at, 1); d > 0 {
+			at, limit = at.Add(d), ks.pol.limit
+		}
+	}
+	return at, limit
+}
+
+// lowerBound is the earliest time at which an attempt with ahead others
+// before it could go: exact for the head, a lower bound behind it.
+func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead int) (time.Time, string) {
+	at, limit := now, ""
+	if ks.pauseUntil.After(at) {
+		at, limit = ks.pauseUntil, "pause"
+	}
+	for i := range ks.wins {
+		w := &ks.wins[i]
+		if next := w.nextAt(mono, ahead); now.Add(next - mono).After(at) {
+			at, limit = now.Add(next-mono), w.String()
+		}
+	}
+	if ks.lim != nil {
+		if d := tokenDelay(ks.lim, now, ahead+1); now.Add(d).After(at) {
+			at, limit = now.Add(d), ks.pol.limit
+		}
+	}
+	return at, limit
+}
+
+// take admits the head at now: a token, an entry in every window, and the
+// probe if one is due. readyAt(now) must have said now.
+func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) (probe bool) {
+	ks.stats.Attempts++
+	if !retry {
+		ks.budget.first(now)
+	}
+	if ks.lim != nil {
+		ks.lim.ReserveN(now, 1) // at most a float error's worth early
+	}
+	for i := range ks.wins {
+		ks.wins[i].add(mono)
+	}
+	ks.sending++
+	if ks.probe == probeDue {
+		ks.probe = probeOut
+		return true
+	}
+	return false
+}
+
+// idle reports whether the state holds nothing that matters at now, so it
+// can be dropped: nobody holds it, the bucket is full, the queue empty, the
+// windows expired, no pause, no probe on the wire. (A ramp, or a probe due,
+// with nobody left to hold back is over; the retry budget's counts are let
+// go: an idle key draws no retries to limit.)
+func (ks *keyState) idle(now time.Time, mono time.Duration) bool {
+	if ks.refs > 0 || ks.waiting > 0 || ks.sending > 0 ||
+		ks.pauseUntil.After(now) || len(ks.slots) > 0 {
+		return false
+	}
+	if ks.lim != nil && ks.lim.TokensAt(now) < float64(ks.lim.Burst()) {
+		return false
+	}
+	for i := range ks.wins {
+		if !ks.wins[i].expired(mono) {
+			return false
+		}
+	}
+	return true
+}
+
+// keys maps partition keys to their states, one map per policy, so that
+// the same key under two policies never shares a bucket. Lookups of live
+// keys take no lock; idle states are swept out as new keys arrive, so the
+// number of live states stays bounded by the keys in use.
+type keys struct {
+	maps     sync.Map // *policy -> *sync.Map of string -> *keyState
+	live     atomic.Int64
+	sweepAt  atomic.Int64 // sweep when live reaches this
+	sweeping sync.Mutex
+	evicted  sync.Mutex // guards gone
+	gone     KeyStats   // stats of dropped states
+}
+
+const minSweep = 1024
+
+func (k *keys) policyMap(p *policy) *sync.Map {
+	if m, ok := k.maps.Load(p); ok {
+		return m.(*sync.Map)
+	}
+	m, _ := k.maps.LoadOrStore(p, new(sync.Map))
+	return m.(*sync.Map)
+}
+
+// acquire returns the locked-in state of key under p, with a reference held.
+func (t *Transport) acquire(p *policy, key string) *keyState {
+	m := t.keys.policyMap(p)
+	for {
+		v, ok := m.Load(key)
+		if !ok {
+			v, ok = m.LoadOrStore(key, t.newKeyState(p, key))
+			if !ok {
+				t.keys.created(t, m)
+			}
+		}
+		ks := v.(*keyState)
+		ks.mu.Lock()
+		if !ks.dead {
+			ks.refs++
+			ks.used = true
+			ks.mu.Unlock()
+			return ks
+		}
+		ks.mu.Unlock()
+		m.CompareAndDelete(key, ks)
+	}
+}
+
+func (t *Transport) newKeyState(p *policy, key string) *keyState {
+	ks := &keyState{key: key, pol: p, lim: p.newLimiter()}
+	if p.MaxInFlight > 0 {
+		ks.slots = make(chan struct{}, p.MaxInFlight)
+	}
+	if len(p.Windows) > 0 {
+		ks.wins = make([]windowLog, len(p.Windows))
+		for i, w := range p.Windows {
+			ks.wins[i].Window = w
+		}
+	}
+	return ks
+}
+
+// created counts a new state and, once the count has doubled since the last
+// sweep, drops every state that is idle and was not used since the sweep
+// before (a second chance, so keys in steady use are not churned):
+// amortised O(1) per new key, and at most about twice the keys in use live.
+func (k *keys) created(t *Transport, m *sync.Map) {
+	n := k.live.Add(1)
+	if n < max(k.sweepAt.Load(), minSweep) || !k.sweeping.TryLock() {
+		return
+	}
+	defer k.sweeping.Unlock()
+	now := time.Now()
+	mono := t.since(now)
+	k.maps.Range(func(_, pm any) bool {
+		pm.(*sync.Map).Range(func(key, v any) bool {
+			ks := v.(*keyState)
+			ks.mu.Lock()
+			drop := !ks.used && ks.idle(now, mono)
+			ks.used = false
+			if drop {
+				ks.dead = true
+				k.evicted.Lock()
+				k.gone.add(&ks.stats)
+				k.evicted.Unlock()
+			}
+			ks.mu.Unlock()
+			if drop {
+				pm.(*sync.Map).CompareAndDelete(key, ks)
+				k.live.Add(-1)
+			}
+			return true
+		})
+		return true
+	})
+	k.sweepAt.Store(2 * k.live.Load())
+}
+
+// defaultKey is the request's host, lower-cased, with the port only when it
+// is not the scheme's default.
+func defaultKey(req *http.Request) string {
+	host := req.URL.Host
+	if host == "" {
+		host = req.Host
+	}
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
+		switch port := host[i+1:]; {
+		case port == "",
+			port == "443" && req.URL.Scheme == "https",
+			port == "80" && req.URL.Scheme == "http":
+			host = host[:i]
+		}
+	}
+	return lower(host)
+}
+
+// lower is strings.ToLower without its allocation for the usual, already
+// lower-case host.
+func lower(s string) string {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return strings.ToLower(s)
+		}
+	}
+	return s
+}

@@ -1,0 +1,107 @@
+package throttle
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// An Option configures a [Transport] in [New].
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	def      *policy            // WithPolicy; nil: unpaced
+	exact    map[string]*policy // WithHostPolicy hostnames (lower-cased)
+	wildcard map[string]*policy // WithHostPolicy "*.domain", keyed by "domain"
+	key      func(*http.Request) string
+	retry    Retry
+	events   func(Event)
+}
+
+// WithPolicy sets the pacing of every key whose host has no WithHostPolicy.
+// Without it, such requests are unpaced (they still get the pause on 429 and
+// the retries). New panics if p does not [Policy.Validate].
+func WithPolicy(p Policy) Option {
+	mustValidate("WithPolicy", p)
+	return optionFunc(func(c *config) { c.def = compile(p) })
+}
+
+// WithHostPolicy sets the pacing of requests to one host. The pattern is a
+// hostname, matched exactly and case-insensitively, on any port
+// ("api.example.com"); a hostname with a port, matching that port only
+// ("localhost:8080"); or "*.example.com", which matches every subdomain of
+// example.com but not example.com itself. An exact pattern wins over a
+// wildcard, and a longer wildcard over a shorter one. New panics on an empty
+// or malformed pattern, or on a Policy that does not validate.
+func WithHostPolicy(pattern string, p Policy) Option {
+	if err := validPattern(pattern); err != nil {
+		panic(err)
+	}
+	mustValidate(fmt.Sprintf("WithHostPolicy(%q)", pattern), p)
+	pattern = strings.ToLower(pattern)
+	return optionFunc(func(c *config) {
+		if dom, ok := strings.CutPrefix(pattern, "*."); ok {
+			c.wildcard[dom] = compile(p)
+		} else {
+			c.exact[pattern] = compile(p)
+		}
+	})
+}
+
+// WithKey sets the partition key: requests with the same key (under the same
+// Policy) share one bucket or queue, windows and pause. The function must be
+// cheap and must not modify the request. nil, the default: the target host,
+// lower-cased, with the port kept only when it is not the scheme's default
+// ("api.example.com", "localhost:8080").
+func WithKey(key func(*http.Request) string) Option {
+	return optionFunc(func(c *config) { c.key = key })
+}
+
+// WithRetry sets how requests are retried; see [Retry] for the defaults, which
+// apply without this option.
+func WithRetry(r Retry) Option {
+	return optionFunc(func(c *config) { c.retry = r })
+}
+
+// WithEvents calls fn for every event that matters: a throttled answer, a
+// pause, a retry scheduled, a request given up. fn is called synchronously,
+// from the goroutine of the request concerned, and must be quick and safe for
+// concurrent use. nil, the default: no events. To log them:
+//
+//	throttle.WithEvents(func(e throttle.Event) { slog.Info("throttle", "event", e) })
+func WithEvents(fn func(Event)) Option {
+	return optionFunc(func(c *config) { c.events = fn })
+}
+
+func mustValidate(where string, p Policy) {
+	if err := p.Validate(); err != nil {
+		panic(fmt.Sprintf("%s: %v", where, err))
+	}
+}
+
+// policyFor returns the policy of a request to host (lower-cased
+// "name[:port]") whose hostname is name.
+func (c *config) policyFor(host, name string) *policy {
+	if p, ok := c.exact[host]; ok {
+		return p
+	}
+	if host != name {
+		if p, ok := c.exact[name]; ok {
+			return p
+		}
+	}
+	if len(c.wildcard) > 0 {
+		for i := 0; i < len(name); i++ {
+			if name[i] == '.' {
+				if p, ok := c.wildcard[name[i+1:]]; ok {
+					return p
+				}
+			}
+		}
+	}
+	return c.def
+}

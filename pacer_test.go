@@ -1,0 +1,221 @@
+package throttle_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlehttp/throttle"
+)
+
+// launch starts n requests to url, one after the other in arrival order,
+// and waits for all of them.
+func launch(t *testing.T, rt *throttle.Transport, n int, url string) []error {
+	t.Helper()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = do(t, rt, fmt.Sprintf("%s?i=%d", url, i))
+		}()
+		synctest.Wait() // request i is in line before i+1 arrives
+	}
+	wg.Wait()
+	return errs
+}
+
+func TestTokenBucketBurstThenRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		rt := throttle.New(rec, throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 3}))
+		defer rt.Close()
+		for _, err := range launch(t, rt, 7, "http://api.example.com/") {
+			require.NoError(t, err)
+		}
+		assert.Equal(t, []time.Duration{0, 0, 0, ms(100), ms(200), ms(300), ms(400)}, rec.times())
+
+		time.Sleep(time.Second) // the bucket refills up to Burst, no more
+		start := time.Since(rec.start)
+		for _, err := range launch(t, rt, 4, "http://api.example.com/") {
+			require.NoError(t, err)
+		}
+		got := rec.times()[7:]
+		for i, want := range []time.Duration{0, 0, 0, ms(100)} {
+			assert.Equal(t, want, got[i]-start, "request %d after the refill", i)
+		}
+		st := rt.Stats().Keys["api.example.com"]
+		assert.EqualValues(t, 11, st.Requests)
+		assert.EqualValues(t, 11, st.Attempts)
+		assert.EqualValues(t, 5, st.Waited)
+		assert.Equal(t, ms(100+200+300+400+100), st.WaitTime)
+	})
+}
+
+func TestTokenBucketKeepsArrivalOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		rt := throttle.New(rec, throttle.WithPolicy(throttle.Policy{Rate: 5, Burst: 1}))
+		defer rt.Close()
+		launch(t, rt, 6, "http://a.test/")
+		for i, u := range rec.urls() {
+			assert.Equal(t, fmt.Sprintf("http://a.test/?i=%d", i), u)
+		}
+	})
+}
+
+func TestLeakyBucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		rt := throttle.New(rec, throttle.WithPolicy(throttle.Policy{Rate: 10, Queue: 3}))
+		defer rt.Close()
+		// One goes at once, three wait, the fifth finds the queue full.
+		errs := launch(t, rt, 5, "http://q.test/")
+		for i := range 4 {
+			require.NoError(t, errs[i])
+		}
+		require.ErrorIs(t, errs[4], throttle.ErrQueueFull)
+		assert.Contains(t, errs[4].Error(), `key "q.test"`)
+		assert.Equal(t, []time.Duration{0, ms(100), ms(200), ms(300)}, rec.times())
+		for i, u := range rec.urls() {
+			assert.Equal(t, fmt.Sprintf("http://q.test/?i=%d", i), u, "strict FIFO")
+		}
+		assert.EqualValues(t, 1, rt.Stats().Keys["q.test"].RefusedQueueFull)
+
+		// Idle again for a while: the next is released at once, and never
+		// two closer than 1/Rate, even when a burst arrives.
+		time.Sleep(time.Second)
+		base := time.Since(rec.start)
+		launch(t, rt, 3, "http://q.test/")
+		got := rec.times()[4:]
+		assert.Equal(t, []time.Duration{base, base + ms(100), base + ms(200)}, got)
+	})
+}
+
+func TestLeakyBucketCancelledWaiterLeavesNoHole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		rt := throttle.New(rec, throttle.WithPolicy(throttle.Policy{Rate: 10, Queue: 5}))
+		defer rt.Close()
+		require.NoError(t, do(t, rt, "http://q.test/first")) // t=0; next release at 100ms
+
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		errs := make([]error, 3)
+		for i := range 3 {
+			c := context.Background()
+			if i == 0 {
+				c = ctx
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); errs[i] = doCtx(t, c, rt, fmt.Sprintf("http://q.test/%d", i)) }()
+			synctest.Wait()
+		}
+		assert.Equal(t, 3, rt.Stats().Keys["q.test"].Queued)
+		time.Sleep(ms(50))
+		cancel() // the head leaves; the others move up
+		wg.Wait()
+		require.ErrorIs(t, errs[0], context.Canceled)
+		require.NoError(t, errs[1])
+		require.NoError(t, errs[2])
+		assert.Equal(t, []time.Duration{0, ms(100), ms(200)}, rec.times())
+		assert.Equal(t, []string{"http://q.test/first", "http://q.test/1", "http://q.test/2"}, rec.urls())
+		assert.EqualValues(t, 1, rt.Stats().Keys["q.test"].Canceled)
+	})
+}
+
+func TestWindowsAreExact(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		rt := throttle.New(rec, throttle.WithPolicy(throttle.Policy{
+			Windows: []throttle.Window{{N: 3, Per: time.Second}, {N: 5, Per: 10 * time.Second}},
+		}))
+		defer rt.Close()
+		time.Sleep(ms(900))
+		rec.start = time.Now().Add(-ms(900))
+		launch(t, rt, 7, "http://w.test/")
+		// 3 at 0.9s; 2 more at 1.9s (the 5-per-10s window is then full);
+		// then none before 10.9s, when the first three expire from it.
+		want := []time.Duration{ms(900), ms(900), ms(900), ms(1900), ms(1900), ms(10900), ms(10900)}
+		assert.Equal(t, want, rec.times())
+		assertWindow(t, rec.times(), 3, time.Second)
+		assertWindow(t, rec.times(), 5, 10*time.Second)
+	})
+}
+
+// assertWindow checks that no interval of length per holds more than n sends.
+func assertWindow(t *testing.T, ts []time.Duration, n int, per time.Duration) {
+	t.Helper()
+	for i := range ts {
+		count := 0
+		for j := i; j < len(ts) && ts[j]-ts[i] < per; j++ {
+			count++
+		}
+		assert.LessOrEqual(t, count, n, "sends in [%v, %v)", ts[i], ts[i]+per)
+	}
+}
+
+func TestWindowWithBucketTakesNothingWhileWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		rt := throttle.New(rec, throttle.WithPolicy(throttle.Policy{
+			Rate: 1, Burst: 2, Windows: []throttle.Window{{N: 2, Per: 10 * time.Second}},
+		}))
+		defer rt.Close()
+		launch(t, rt, 4, "http://wb.test/")
+		// The window holds the 3rd until 10s; the bucket, full again by then,
+		// lets the 3rd and the 4th go together.
+		assert.Equal(t, []time.Duration{0, 0, 10 * time.Second, 10 * time.Second}, rec.times())
+	})
+}
+
+func TestMaxInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var mu sync.Mutex
+		inFlight, peak := 0, 0
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			inFlight++
+			peak = max(peak, inFlight)
+			mu.Unlock()
+			<-release
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{MaxInFlight: 2}))
+		defer rt.Close()
+		bodies := make(chan io.Closer, 3)
+		for i := range 3 {
+			go func() {
+				resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, fmt.Sprint("http://f.test/", i)))
+				require.NoError(t, err)
+				mu.Lock()
+				inFlight--
+				mu.Unlock()
+				bodies <- resp.Body
+			}()
+		}
+		synctest.Wait()
+		assert.Equal(t, 2, inFlight, "the third waits for a slot")
+		release <- struct{}{}
+		release <- struct{}{}
+		synctest.Wait()
+		assert.Equal(t, 0, inFlight, "the third still waits: bodies are open")
+		(<-bodies).Close()
+		synctest.Wait()
+		assert.Equal(t, 1, inFlight, "a closed body frees its slot")
+		close(release)
+		(<-bodies).Close()
+		(<-bodies).Close()
+		assert.Equal(t, 2, peak)
+	})
+}

@@ -1,0 +1,302 @@
+package throttle_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlehttp/throttle"
+)
+
+// script is a base RoundTripper whose answers are chosen per request by a
+// function, after a fixed latency, and which logs every attempt.
+type script struct {
+	mu      sync.Mutex
+	start   time.Time
+	latency time.Duration
+	answer  func(req *http.Request, n int) *http.Response // n: attempts of this URL so far, from 1
+	seen    map[string]int
+	log     []attempt
+}
+
+type attempt struct {
+	at   time.Duration
+	path string
+}
+
+func newScript(latency time.Duration, answer func(*http.Request, int) *http.Response) *script {
+	return &script{start: time.Now(), latency: latency, answer: answer, seen: map[string]int{}}
+}
+
+func (s *script) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	s.mu.Lock()
+	s.seen[req.URL.String()]++
+	n := s.seen[req.URL.String()]
+	s.log = append(s.log, attempt{time.Since(s.start), req.URL.Path})
+	s.mu.Unlock()
+	time.Sleep(s.latency)
+	return s.answer(req, n), nil
+}
+
+func (s *script) attempts() []attempt {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]attempt(nil), s.log...)
+}
+
+func (s *script) times(path string) []time.Duration {
+	var ts []time.Duration
+	for _, a := range s.attempts() {
+		if path == "" || a.path == path {
+			ts = append(ts, a.at)
+		}
+	}
+	return ts
+}
+
+// status sends a request and returns its status code, closing the body.
+func status(t *testing.T, rt http.RoundTripper, method, url string) (int, error) {
+	t.Helper()
+	resp, err := rt.RoundTrip(newReq(t, context.Background(), method, url))
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func TestPauseHoldsWholeKeyThenProbeThenRamp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScript(ms(100), func(r *http.Request, n int) *http.Response {
+			if r.URL.Path == "/a" && n == 1 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "2")
+			}
+			return reply(r, http.StatusOK)
+		})
+		var events []throttle.Event
+		var mu sync.Mutex
+		rt := throttle.New(s, throttle.WithEvents(func(e throttle.Event) {
+			mu.Lock()
+			events = append(events, e)
+			mu.Unlock()
+		}))
+		defer rt.Close()
+
+		var wg sync.WaitGroup
+		codes := make(chan int, 10)
+		send := func(url string) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				code, err := status(t, rt, http.MethodGet, url)
+				assert.NoError(t, err)
+				codes <- code
+			}()
+		}
+		send("http://api.test/a")
+		time.Sleep(ms(500)) // the 429 came back at 100ms: paused until 2.1s
+		for i := range 5 {
+			send(fmt.Sprint("http://api.test/b", i))
+			synctest.Wait()
+		}
+		// Another key is untouched.
+		code, err := status(t, rt, http.MethodGet, "http://other.test/")
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusOK, code)
+		assert.Equal(t, ms(500), s.times("/")[0])
+
+		wg.Wait()
+		close(codes)
+		for c := range codes {
+			assert.Equal(t, http.StatusOK, c)
+		}
+		// The throttled request's retry probes alone at 2.1s; once its answer
+		// is in (2.2s), the backlog ramps up: 1, then 2, then the rest.
+		assert.Equal(t, []time.Duration{0, ms(2100)}, s.times("/a"))
+		var b []time.Duration
+		for _, a := range s.attempts() {
+			if a.path != "/a" && a.path != "/" {
+				b = append(b, a.at)
+			}
+		}
+		sort.Slice(b, func(i, j int) bool { return b[i] < b[j] })
+		assert.Equal(t, []time.Duration{ms(2200), ms(2300), ms(2300), ms(2400), ms(2400)}, b)
+
+		st := rt.Stats().Keys["api.test"]
+		assert.EqualValues(t, 1, st.Throttled)
+		assert.EqualValues(t, 1, st.Pauses)
+		assert.EqualValues(t, 1, st.Retries)
+		assert.EqualValues(t, 7, st.Attempts)
+
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, events, 3)
+		assert.Equal(t, throttle.EventThrottled, events[0].Kind)
+		assert.Equal(t, throttle.EventPaused, events[1].Kind)
+		assert.Equal(t, "Retry-After", events[1].Source)
+		assert.Equal(t, s.start.Add(ms(2100)), events[1].Until)
+		assert.Equal(t, throttle.EventRetry, events[2].Kind)
+		assert.Equal(t, 2*time.Second, events[2].Delay)
+		assert.Equal(t, "api.test", events[2].Key)
+	})
+}
+
+func TestPauseHoldsPacedWaitersAndResumesThroughPacer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScript(ms(10), func(r *http.Request, n int) *http.Response {
+			if r.URL.Path == "/x2" && n == 1 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "3")
+			}
+			return reply(r, http.StatusOK)
+		})
+		rt := throttle.New(s, throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 5}))
+		defer rt.Close()
+		var wg sync.WaitGroup
+		for i := range 10 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := status(t, rt, http.MethodGet, fmt.Sprint("http://p.test/x", i))
+				assert.NoError(t, err)
+			}()
+			synctest.Wait()
+		}
+		wg.Wait()
+		// x0..x4 go at 0 (the burst); x2's 429 arrives at 10ms: paused until
+		// 3.01s. x5..x9, waiting for tokens, wait for the pause too. At 3.01s
+		// the retry of x2 probes alone; its answer (3.02s) takes the 4 whole
+		// tokens left, so the five waiting follow at 10/s, not as a burst.
+		sec := time.Second
+		assert.Equal(t, []time.Duration{0, 0, 0, 0, 0, 3*sec + ms(10),
+			3*sec + ms(110), 3*sec + ms(210), 3*sec + ms(310), 3*sec + ms(410), 3*sec + ms(510)}, s.times(""))
+		assert.Equal(t, "/x2", s.attempts()[5].path, "the throttled request probes first")
+		for i, a := range s.attempts()[6:] {
+			assert.Equal(t, fmt.Sprint("/x", i+5), a.path, "the backlog follows in arrival order")
+		}
+	})
+}
+
+func TestPauseIsExtendedNeverShortened(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScript(ms(10), func(r *http.Request, n int) *http.Response {
+			switch {
+			case r.URL.Path == "/long" && n == 1:
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "10")
+			case r.URL.Path == "/short" && n == 1:
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1")
+			}
+			return reply(r, http.StatusOK)
+		})
+		rt := throttle.New(s)
+		defer rt.Close()
+		var wg sync.WaitGroup
+		for _, p := range []string{"/long", "/short"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := status(t, rt, http.MethodGet, "http://e.test"+p)
+				assert.NoError(t, err)
+			}()
+		}
+		wg.Wait()
+		// Both were on the wire together; the 1s pause does not cut the 10s one.
+		for _, a := range s.attempts()[2:] {
+			assert.GreaterOrEqual(t, a.at, 10*time.Second+ms(10), a.path)
+		}
+	})
+}
+
+func TestRetryAfterForms(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		value func(now time.Time) string
+		want  time.Duration
+	}{
+		{"seconds", func(time.Time) string { return "3" }, 3 * time.Second},
+		{"decimal", func(time.Time) string { return " 1.5 " }, ms(1500)},
+		{"imf-fixdate", func(now time.Time) string { return now.Add(4 * time.Second).UTC().Format(http.TimeFormat) }, 4 * time.Second},
+		{"rfc850", func(now time.Time) string { return now.Add(5 * time.Second).UTC().Format(time.RFC850) }, 5 * time.Second},
+		{"asctime", func(now time.Time) string { return now.Add(6 * time.Second).UTC().Format(time.ANSIC) }, 6 * time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// The bubble's clock starts at a whole second, so dates are exact.
+				s := newScript(0, func(r *http.Request, n int) *http.Response {
+					if n == 1 {
+						return reply(r, http.StatusTooManyRequests, "Retry-After", tt.value(time.Now()))
+					}
+					return reply(r, http.StatusOK)
+				})
+				rt := throttle.New(s)
+				defer rt.Close()
+				code, err := status(t, rt, http.MethodGet, "http://f.test/")
+				require.NoError(t, err)
+				assert.Equal(t, http.StatusOK, code)
+				assert.Equal(t, []time.Duration{0, tt.want}, s.times(""))
+			})
+		})
+	}
+}
+
+func TestStatusHandling(t *testing.T) {
+	tests := []struct {
+		name     string
+		method   string
+		idemKey  bool
+		status   int
+		header   []string
+		attempts int // sent before the caller got an answer
+		paused   bool
+	}{
+		{"429-any-method", http.MethodPost, false, 429, []string{"Retry-After", "1"}, 2, true},
+		{"429-no-retry-after-pauses-for-backoff", http.MethodGet, false, 429, nil, 2, true},
+		{"503-retry-after-get", http.MethodGet, false, 503, []string{"Retry-After", "1"}, 2, true},
+		{"503-retry-after-post", http.MethodPost, false, 503, []string{"Retry-After", "1"}, 1, true},
+		{"503-plain-get", http.MethodGet, false, 503, nil, 2, false},
+		{"502-post", http.MethodPost, false, 502, nil, 1, false},
+		{"502-post-idempotency-key", http.MethodPost, true, 502, nil, 2, false},
+		{"504-put", http.MethodPut, false, 504, nil, 2, false},
+		{"500-get", http.MethodGet, false, 500, nil, 1, false},
+		{"404-get", http.MethodGet, false, 404, nil, 1, false},
+		{"200-get", http.MethodGet, false, 200, nil, 1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScript(0, func(r *http.Request, n int) *http.Response {
+					if n == 1 {
+						return reply(r, tt.status, tt.header...)
+					}
+					return reply(r, http.StatusOK)
+				})
+				rt := throttle.New(s)
+				defer rt.Close()
+				req := newReq(t, context.Background(), tt.method, "http://s.test/")
+				if tt.idemKey {
+					req.Header.Set("Idempotency-Key", "k1")
+				}
+				resp, err := rt.RoundTrip(req)
+				require.NoError(t, err)
+				resp.Body.Close()
+				assert.Len(t, s.attempts(), tt.attempts)
+				want := tt.status
+				if tt.attempts > 1 {
+					want = http.StatusOK
+				}
+				assert.Equal(t, want, resp.StatusCode, "the last answer, unchanged")
+				assert.Equal(t, tt.paused, rt.Stats().Keys["s.test"].Pauses == 1, "paused")
+			})
+		})
+	}
+}

@@ -1,0 +1,108 @@
+package throttle
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Policy is the pacing of one key: the requests that share a partition key
+// (by default, a host) share one Policy's bucket or queue, windows, in-flight
+// cap and pause.
+//
+// The zero Policy paces nothing: requests go at once, and still get the
+// handling of 429s and 503s (a pause for the whole key, retries).
+type Policy struct {
+	// Rate is the sustained number of requests per second. 0 or rate.Inf:
+	// unpaced (Burst and Queue must then be 0).
+	Rate rate.Limit
+
+	// Burst is the depth of the token bucket: how many requests may go at
+	// once after the key has been idle. Required (> 0) with a finite Rate,
+	// unless Queue is set; ignored with Queue.
+	Burst int
+
+	// Queue > 0 makes the key a leaky bucket instead of a token bucket: a
+	// FIFO of at most Queue waiting requests, one released every 1/Rate
+	// (at once when the queue has been idle that long). A request that finds
+	// the queue full fails at once with ErrQueueFull. 0: a token bucket.
+	Queue int
+
+	// Windows are extra quotas that must all hold, e.g.
+	// {N: 5000, Per: time.Hour}. Each is exact: never more than N requests
+	// in any interval of length Per. nil: none.
+	Windows []Window
+
+	// MaxInFlight > 0 allows at most that many requests to the key between
+	// being sent and the caller closing the response body (or RoundTrip
+	// returning an error). 0: no cap.
+	MaxInFlight int
+}
+
+// Window is a quota of at most N requests in ANY interval of length Per: a
+// sliding log, so a client under it is safe whether the server counts in
+// fixed or sliding windows. Both N and Per must be positive.
+type Window struct {
+	N   int
+	Per time.Duration
+}
+
+func (w Window) String() string { return fmt.Sprintf("window %d/%v", w.N, w.Per) }
+
+// paced reports whether p has a finite, positive Rate.
+func (p Policy) paced() bool { return p.Rate > 0 && p.Rate != rate.Inf }
+
+// Validate reports what is wrong with p, or nil. [New] panics on a Policy
+// that does not validate, as net/http panics on a malformed pattern: a
+// mistaken configuration must never become a limiter that silently admits
+// everything or nothing. Call Validate first for a Policy read from a
+// configuration file.
+func (p Policy) Validate() error {
+	var errs []error
+	r := float64(p.Rate)
+	switch {
+	case math.IsNaN(r) || r < 0:
+		errs = append(errs, fmt.Errorf("invalid Rate %v: must be >= 0 (0 or rate.Inf: unpaced)", p.Rate))
+	case p.paced() && p.Queue == 0 && p.Burst <= 0:
+		errs = append(errs, fmt.Errorf("invalid Burst %d with Rate %v: a token bucket needs Burst >= 1", p.Burst, p.Rate))
+	case !p.paced() && p.Queue > 0:
+		errs = append(errs, fmt.Errorf("invalid Queue %d without a finite Rate: a leaky bucket needs a Rate to release at", p.Queue))
+	}
+	if p.Burst < 0 {
+		errs = append(errs, fmt.Errorf("invalid Burst %d: must be >= 0", p.Burst))
+	}
+	if p.Queue < 0 {
+		errs = append(errs, fmt.Errorf("invalid Queue %d: must be >= 0", p.Queue))
+	}
+	if p.MaxInFlight < 0 {
+		errs = append(errs, fmt.Errorf("invalid MaxInFlight %d: must be >= 0", p.MaxInFlight))
+	}
+	for i, w := range p.Windows {
+		if w.N <= 0 || w.Per <= 0 {
+			errs = append(errs, fmt.Errorf("invalid Windows[%d] {N: %d, Per: %v}: N and Per must be > 0", i, w.N, w.Per))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("throttle: invalid Policy: %w", errors.Join(errs...))
+}
+
+// validPattern reports what is wrong with a WithHostPolicy pattern: a
+// hostname ("api.example.com", optionally with ":port") or "*.example.com".
+func validPattern(pattern string) error {
+	rest, wild := strings.CutPrefix(pattern, "*.")
+	switch {
+	case pattern == "":
+		return errors.New("throttle: WithHostPolicy: empty host pattern")
+	case strings.ContainsAny(rest, "*/ \t") || rest == "" || strings.HasPrefix(rest, ".") || strings.HasSuffix(rest, "."):
+		return fmt.Errorf("throttle: WithHostPolicy(%q): want a hostname or *.domain", pattern)
+	case wild && strings.Contains(rest, ":"):
+		return fmt.Errorf("throttle: WithHostPolicy(%q): a wildcard pattern takes no port", pattern)
+	}
+	return nil
+}

@@ -1,0 +1,248 @@
+package throttle
+
+import (
+	"context"
+	"time"
+)
+
+// The line is each key's FIFO of waiting attempts, ordered by the arrival of
+// their requests (a retry keeps its request's place, so it goes before
+// requests that came later). Only the head computes when it may go; the
+// others sleep until they become the head, so a long line costs no wake-ups.
+//
+// With Policy.Queue set, the line is the leaky bucket: at most Queue wait,
+// and the limiter, of depth 1, releases the head every 1/Rate. A waiter that
+// leaves (cancelled, deadline) leaves no hole: the one behind moves up.
+
+type waiter struct {
+	seq        uint64
+	wake       chan struct{} // buffered 1: "you are the head", or "the key changed"
+	prev, next *waiter
+}
+
+// insert puts w in the line by arrival order and returns how many are
+// ahead of it.
+func (ks *keyState) insert(w *waiter) int {
+	ahead := ks.waiting
+	at := ks.tail
+	for at != nil && at.seq > w.seq {
+		at = at.prev
+		ahead--
+	}
+	w.prev = at
+	if at == nil {
+		w.next, ks.head = ks.head, w
+	} else {
+		w.next, at.next = at.next, w
+	}
+	if w.next == nil {
+		ks.tail = w
+	} else {
+		w.next.prev = w
+	}
+	ks.waiting++
+	if ks.head == w {
+		signal(w.wake)
+		if w.next != nil {
+			signal(w.next.wake) // no longer the head: recompute
+		}
+	}
+	return ahead
+}
+
+// remove takes w out of the line and wakes the new head.
+func (ks *keyState) remove(w *waiter) {
+	if w.prev == nil {
+		ks.head = w.next
+	} else {
+		w.prev.next = w.next
+	}
+	if w.next == nil {
+		ks.tail = w.prev
+	} else {
+		w.next.prev = w.prev
+	}
+	w.prev, w.next = nil, nil
+	ks.waiting--
+	ks.wakeHead()
+}
+
+func (ks *keyState) wakeHead() {
+	if ks.head != nil {
+		signal(ks.head.wake)
+	}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// ticket is an admitted attempt.
+type ticket struct {
+	probe  bool          // the first attempt after a pause
+	waited time.Duration // time spent waiting for the turn
+	slot   bool          // holds an in-flight slot
+}
+
+// admit waits for an attempt's turn at the key: an in-flight slot, then the
+// pause, the pacer and every window. It is the one place where requests wait
+// for their turn. An error is a *WaitError.
+func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry bool) (tk ticket, err error) {
+	start := time.Now()
+	if ks.slots != nil {
+		if err := t.acquireSlot(ctx, ks); err != nil {
+			return tk, err
+		}
+		tk.slot = true
+		defer func() {
+			if err != nil {
+				<-ks.slots
+			}
+		}()
+	}
+	deadline, hasDeadline := ctx.Deadline()
+
+	ks.mu.Lock()
+	now := time.Now()
+	if ks.head == nil && !t.closed.Load() {
+		if at, _ := ks.readyAt(now, t.since(now)); !at.After(now) {
+			tk.probe = ks.take(now, t.since(now), retry)
+			ks.mu.Unlock()
+			tk.waited = now.Sub(start)
+			return tk, nil
+		}
+	}
+	if t.closed.Load() {
+		ks.mu.Unlock()
+		return tk, &WaitError{Key: ks.key, Limit: "closed", Err: ErrClosed}
+	}
+	if ks.pol.Queue > 0 && !retry && ks.waiting >= ks.pol.Queue {
+		ks.stats.RefusedQueueFull++
+		ks.mu.Unlock()
+		return tk, &WaitError{Key: ks.key, Limit: "queue", Err: ErrQueueFull}
+	}
+	w := &waiter{seq: seq, wake: make(chan struct{}, 1)}
+	ahead := ks.insert(w)
+	// Refuse at once a wait that is known to end too late.
+	if werr := t.refuse(ks, now, ahead, deadline, hasDeadline); werr != nil {
+		ks.remove(w)
+		ks.mu.Unlock()
+		return tk, werr
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		var sleep time.Duration = -1 // until woken
+		if ks.head == w {
+			at, limit := ks.readyAt(now, t.since(now))
+			switch {
+			case !at.After(now):
+				ks.remove(w)
+				tk.probe = ks.take(now, t.since(now), retry)
+				ks.mu.Unlock()
+				tk.waited = now.Sub(start)
+				return tk, nil
+			case at.Equal(never):
+			case hasDeadline && at.After(deadline), limit == "pause" && at.Sub(now) > t.cfg.retry.MaxRetryAfter:
+				ks.remove(w)
+				werr := t.waitError(ks, limit, at, hasDeadline && at.After(deadline))
+				ks.mu.Unlock()
+				return tk, werr
+			default:
+				sleep = at.Sub(now)
+			}
+		}
+		ks.mu.Unlock()
+		err := t.sleep(ctx, w.wake, sleep, &timer)
+		ks.mu.Lock()
+		now = time.Now()
+		if err != nil {
+			ks.remove(w)
+			ks.mu.Unlock()
+			return tk, &WaitError{Key: ks.key, Limit: limitOf(err), Err: err}
+		}
+	}
+}
+
+// refuse returns the error for a request with ahead others before it whose
+// turn is known to come after its deadline, or during a pause longer than
+// the longest Retry-After honoured; nil if it may wait.
+func (t *Transport) refuse(ks *keyState, now time.Time, ahead int, deadline time.Time, hasDeadline bool) error {
+	if ks.pauseUntil.Sub(now) > t.cfg.retry.MaxRetryAfter {
+		return t.waitError(ks, "pause", ks.pauseUntil, false)
+	}
+	if !hasDeadline {
+		return nil
+	}
+	if at, limit := ks.lowerBound(now, t.since(now), ahead); at.After(deadline) {
+		return t.waitError(ks, limit, at, true)
+	}
+	return nil
+}
+
+// waitError counts and returns a refusal by limit, which would have ended at
+// until; late says it was refused for the deadline.
+func (t *Transport) waitError(ks *keyState, limit string, until time.Time, late bool) error {
+	if late {
+		ks.stats.RefusedDeadline++
+		return &WaitError{Key: ks.key, Limit: limit, Until: until, Err: ErrWouldExceedDeadline}
+	}
+	ks.stats.RefusedPaused++
+	return &WaitError{Key: ks.key, Limit: limit, Until: until, Err: ErrPaused}
+}
+
+func limitOf(err error) string {
+	if err == ErrClosed {
+		return "closed"
+	}
+	return "wait"
+}
+
+// sleep waits for d (d < 0: indefinitely) or until woken, honouring ctx and
+// Close. It reuses *timer across calls.
+func (t *Transport) sleep(ctx context.Context, wake <-chan struct{}, d time.Duration, timer **time.Timer) error {
+	var fire <-chan time.Time
+	if d >= 0 {
+		if *timer == nil {
+			*timer = time.NewTimer(d)
+		} else {
+			(*timer).Reset(d)
+		}
+		fire = (*timer).C
+	}
+	select {
+	case <-wake:
+		return nil
+	case <-fire:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.done:
+		return ErrClosed
+	}
+}
+
+// acquireSlot waits for one of the key's MaxInFlight slots. Its wait is not
+// known in advance, so it ends with the context.
+func (t *Transport) acquireSlot(ctx context.Context, ks *keyState) error {
+	select {
+	case ks.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case ks.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return &WaitError{Key: ks.key, Limit: "in-flight", Err: ctx.Err()}
+	case <-t.done:
+		return &WaitError{Key: ks.key, Limit: "in-flight", Err: ErrClosed}
+	}
+}

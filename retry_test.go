@@ -1,0 +1,348 @@
+package throttle_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlehttp/throttle"
+)
+
+// trackedBody is a request body that records being closed.
+type trackedBody struct {
+	io.Reader
+	closed bool
+}
+
+func (b *trackedBody) Close() error { b.closed = true; return nil }
+
+func TestRetryReplaysBodyAndLeavesRequestUntouched(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var bodies []string
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			b, _ := io.ReadAll(r.Body)
+			r.Body.Close()
+			bodies = append(bodies, string(b))
+			if len(bodies) < 3 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		orig := &trackedBody{Reader: strings.NewReader("payload")}
+		req := newReq(t, context.Background(), http.MethodPost, "http://b.test/upload?x=1")
+		req.Body = orig
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("payload")), nil }
+		req.Header.Set("X-Custom", "v")
+		before := req.Clone(context.Background())
+
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, []string{"payload", "payload", "payload"}, bodies)
+		assert.True(t, orig.closed, "the caller's body is closed")
+		assert.Same(t, orig, req.Body, "the caller's Body field is untouched")
+		assert.Equal(t, before.Header, req.Header)
+		assert.Equal(t, before.URL, req.URL)
+		assert.Equal(t, before.Method, req.Method)
+	})
+}
+
+func TestBodyWithoutGetBodyIsNeverRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := 0
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			n++
+			r.Body.Close()
+			return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		req := newReq(t, context.Background(), http.MethodPut, "http://b.test/")
+		req.Body = io.NopCloser(bytes.NewReader([]byte("stream"))) // no GetBody
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "the 429, as a response")
+		assert.Equal(t, 1, n)
+		assert.EqualValues(t, 1, rt.Stats().Keys["b.test"].Pauses, "the key is paused all the same")
+	})
+}
+
+func TestNetworkErrors(t *testing.T) {
+	reset := &net_OpError{syscall.ECONNRESET}
+	tests := []struct {
+		name     string
+		method   string
+		err      error
+		attempts int
+	}{
+		{"reset-get", http.MethodGet, reset, 3},
+		{"eof-delete", http.MethodDelete, io.EOF, 3},
+		{"refused-put", http.MethodPut, syscall.ECONNREFUSED, 3},
+		{"reset-post", http.MethodPost, reset, 1},
+		{"unknown-error-get", http.MethodGet, errors.New("unsupported protocol scheme"), 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := 0
+				base := rtFunc(func(r *http.Request) (*http.Response, error) {
+					n++
+					if n < 3 {
+						return nil, tt.err
+					}
+					return reply(r, http.StatusOK), nil
+				})
+				rt := throttle.New(base)
+				defer rt.Close()
+				_, err := status(t, rt, tt.method, "http://n.test/")
+				assert.Equal(t, tt.attempts, n)
+				if tt.attempts == 3 {
+					require.NoError(t, err)
+				} else {
+					require.ErrorIs(t, err, tt.err)
+				}
+			})
+		})
+	}
+}
+
+// net_OpError is a minimal net.Error wrapping a syscall error.
+type net_OpError struct{ err error }
+
+func (e *net_OpError) Error() string   { return "read tcp: " + e.err.Error() }
+func (e *net_OpError) Unwrap() error   { return e.err }
+func (e *net_OpError) Timeout() bool   { return false }
+func (e *net_OpError) Temporary() bool { return false }
+
+func TestGiveUpAfterMaxAttemptsWrapsTheError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := 0
+		var delays []time.Duration
+		last := time.Now()
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			n++
+			delays = append(delays, time.Since(last))
+			last = time.Now()
+			return nil, io.ErrUnexpectedEOF
+		})
+		var gaveUp []throttle.Event
+		rt := throttle.New(base, throttle.WithRetry(throttle.Retry{MaxAttempts: 5, InitialDelay: time.Second, MaxDelay: 4 * time.Second}),
+			throttle.WithEvents(func(e throttle.Event) {
+				if e.Kind == throttle.EventGaveUp {
+					gaveUp = append(gaveUp, e)
+				}
+			}))
+		defer rt.Close()
+		_, err := status(t, rt, http.MethodGet, "http://g.test/")
+		require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+		assert.Contains(t, err.Error(), "gave up after 5 attempts")
+		assert.Equal(t, 5, n)
+		// Full jitter: each delay is in [0, 1s·2^k], capped at 4s.
+		for i, d := range delays[1:] {
+			assert.LessOrEqual(t, d, min(time.Second<<i, 4*time.Second), "delay %d", i)
+		}
+		require.Len(t, gaveUp, 1)
+		assert.Equal(t, "5 attempts", gaveUp[0].Reason)
+		assert.EqualValues(t, 1, rt.Stats().Keys["g.test"].GaveUp)
+	})
+}
+
+func TestRetryAfterLongerThanHonouredGivesUpAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := 0
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			n++
+			return reply(r, http.StatusTooManyRequests, "Retry-After", "3600"), nil
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		start := time.Now()
+		code, err := status(t, rt, http.MethodGet, "http://l.test/")
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusTooManyRequests, code)
+		assert.Equal(t, 1, n)
+		assert.Zero(t, time.Since(start), "no waiting in order to fail")
+
+		// Others would have to wait out the hour: they fail at once, saying until when.
+		_, err = status(t, rt, http.MethodGet, "http://l.test/other")
+		require.ErrorIs(t, err, throttle.ErrPaused)
+		var we *throttle.WaitError
+		require.ErrorAs(t, err, &we)
+		assert.Equal(t, start.Add(time.Hour), we.Until)
+		assert.Contains(t, err.Error(), "pause until "+start.Add(time.Hour).UTC().Format(time.RFC3339))
+		assert.Equal(t, 1, n)
+		assert.EqualValues(t, 1, rt.Stats().Keys["l.test"].RefusedPaused)
+	})
+}
+
+func TestRetryAfterPastDeadlineGivesUpAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := 0
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			n++
+			return reply(r, http.StatusTooManyRequests, "Retry-After", "30"), nil
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		resp, err := rt.RoundTrip(newReq(t, ctx, http.MethodGet, "http://dl.test/"))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		assert.Zero(t, time.Since(start))
+
+		// Another request whose deadline comes before the pause's end.
+		err = doCtx(t, ctx, rt, "http://dl.test/b")
+		require.ErrorIs(t, err, throttle.ErrWouldExceedDeadline)
+		assert.Contains(t, err.Error(), "pause until")
+		assert.Equal(t, 1, n)
+	})
+}
+
+func TestContextEndsWhileRetryWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			return reply(r, http.StatusServiceUnavailable), nil // no Retry-After: backoff
+		})
+		rt := throttle.New(base, throttle.WithRetry(throttle.Retry{InitialDelay: time.Minute, MaxDelay: time.Minute}))
+		defer rt.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- doCtx(t, ctx, rt, "http://c.test/") }()
+		synctest.Wait()
+		cancel()
+		err := <-done
+		require.ErrorIs(t, err, context.Canceled)
+	})
+}
+
+func TestRetryBudgetStopsStorms(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		sent := 0
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			sent++
+			mu.Unlock()
+			return reply(r, http.StatusBadGateway), nil
+		})
+		rt := throttle.New(base, throttle.WithRetry(throttle.Retry{Budget: 0.2, BudgetFloor: 5, InitialDelay: ms(10)}))
+		defer rt.Close()
+		var wg sync.WaitGroup
+		for i := range 50 {
+			wg.Add(1)
+			go func() { defer wg.Done(); _, _ = status(t, rt, http.MethodGet, fmt.Sprint("http://down.test/", i)) }()
+		}
+		wg.Wait()
+		st := rt.Stats().Keys["down.test"]
+		assert.EqualValues(t, 50+5+10, sent, "50 first attempts, retries: floor 5 + 20%% of 50")
+		assert.EqualValues(t, 15, st.Retries)
+	})
+}
+
+func TestNoBudgetForThrottledRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		seen := map[string]int{}
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen[r.URL.Path]++
+			if seen[r.URL.Path] == 1 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithRetry(throttle.Retry{Budget: 0.01, BudgetFloor: 1}))
+		defer rt.Close()
+		for i := range 20 {
+			code, err := status(t, rt, http.MethodGet, fmt.Sprint("http://t.test/", i))
+			require.NoError(t, err)
+			assert.Equal(t, http.StatusOK, code)
+		}
+	})
+}
+
+func TestRetriesDisabled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := 0
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			n++
+			return reply(r, http.StatusTooManyRequests), nil
+		})
+		rt := throttle.New(base, throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
+		defer rt.Close()
+		code, err := status(t, rt, http.MethodGet, "http://r.test/")
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusTooManyRequests, code)
+		assert.Equal(t, 1, n)
+	})
+}
+
+func TestQuotaHeadersSetThePause(t *testing.T) {
+	tests := []struct {
+		name   string
+		status int
+		header []string
+		pause  time.Duration // 0: not paused
+		source string
+	}{
+		{"429-x-ratelimit-reset-delta", 429, []string{"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "7"}, 7 * time.Second, "X-RateLimit-Reset"},
+		{"429-ietf-ratelimit", 429, []string{"RateLimit", `"default";r=0;t=4`, "RateLimit-Policy", `"default";q=10;w=60`}, 4 * time.Second, "RateLimit"},
+		{"429-retry-after-wins", 429, []string{"Retry-After", "2", "X-RateLimit-Reset", "9"}, 2 * time.Second, "Retry-After"},
+		{"403-github-primary-limit", 403, []string{"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "EPOCH+5"}, 5 * time.Second, "X-RateLimit-Reset"},
+		{"403-forbidden", 403, []string{"X-RateLimit-Remaining", "12"}, 0, ""},
+		{"200-zero-remaining", 200, []string{"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "30"}, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var paused []throttle.Event
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					kv := append([]string(nil), tt.header...)
+					for i, v := range kv {
+						if rest, ok := strings.CutPrefix(v, "EPOCH+"); ok {
+							n, _ := time.ParseDuration(rest + "s")
+							kv[i] = fmt.Sprint(time.Now().Add(n).Unix())
+						}
+					}
+					return reply(r, tt.status, kv...), nil
+				}), throttle.WithRetry(throttle.Retry{MaxAttempts: 1}), throttle.WithEvents(func(e throttle.Event) {
+					if e.Kind == throttle.EventPaused {
+						paused = append(paused, e)
+					}
+				}))
+				defer rt.Close()
+				start := time.Now()
+				code, err := status(t, rt, http.MethodGet, "http://q.test/")
+				require.NoError(t, err)
+				assert.Equal(t, tt.status, code)
+				if tt.pause == 0 {
+					assert.Empty(t, paused)
+					return
+				}
+				require.Len(t, paused, 1)
+				assert.Equal(t, start.Add(tt.pause), paused[0].Until)
+				assert.Equal(t, tt.source, paused[0].Source)
+			})
+		})
+	}
+}

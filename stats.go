@@ -1,0 +1,84 @@
+package throttle
+
+import "time"
+
+// Stats is a snapshot of what a Transport has done, per key and in total.
+type Stats struct {
+	// Keys holds the keys that have live state now. A key dropped while idle
+	// (see New) is no longer listed; its counts stay in Total.
+	Keys map[string]KeyStats
+	// Total sums every key since New, dropped ones included.
+	Total KeyStats
+}
+
+// KeyStats counts one key's requests. Queued and InFlight are gauges (now);
+// the rest are counters since the key's state was created.
+type KeyStats struct {
+	Requests int64         // RoundTrip calls
+	Attempts int64         // attempts sent to the base RoundTripper
+	Waited   int64         // requests that had to wait for their turn
+	WaitTime time.Duration // time those requests waited, summed
+	Queued   int           // attempts waiting for their turn now
+	InFlight int           // attempts sent whose response is not yet in
+
+	Throttled   int64 // 429 responses (and 403s that say the quota is spent)
+	Unavailable int64 // 503 responses
+	Retries     int64 // retries scheduled
+	Pauses      int64 // pauses of the key begun by a server's answer
+	GaveUp      int64 // requests whose retries ended with an error or a throttled answer
+
+	// Refusals, by reason: a request that failed without being sent.
+	RefusedQueueFull int64 // ErrQueueFull
+	RefusedDeadline  int64 // ErrWouldExceedDeadline
+	RefusedPaused    int64 // ErrPaused
+	RefusedClosed    int64 // ErrClosed
+	Canceled         int64 // the context ended while it waited
+}
+
+func (s *KeyStats) add(o *KeyStats) {
+	s.Requests += o.Requests
+	s.Attempts += o.Attempts
+	s.Waited += o.Waited
+	s.WaitTime += o.WaitTime
+	s.Queued += o.Queued
+	s.InFlight += o.InFlight
+	s.Throttled += o.Throttled
+	s.Unavailable += o.Unavailable
+	s.Retries += o.Retries
+	s.Pauses += o.Pauses
+	s.GaveUp += o.GaveUp
+	s.RefusedQueueFull += o.RefusedQueueFull
+	s.RefusedDeadline += o.RefusedDeadline
+	s.RefusedPaused += o.RefusedPaused
+	s.RefusedClosed += o.RefusedClosed
+	s.Canceled += o.Canceled
+}
+
+// Stats returns a snapshot of the counters. It locks each key in turn, so
+// call it for reporting, not on every request.
+func (t *Transport) Stats() Stats {
+	s := Stats{Keys: make(map[string]KeyStats)}
+	t.keys.evicted.Lock()
+	s.Total = t.keys.gone
+	t.keys.evicted.Unlock()
+	t.keys.maps.Range(func(_, pm any) bool {
+		pm.(interface {
+			Range(func(k, v any) bool)
+		}).Range(func(_, v any) bool {
+			ks := v.(*keyState)
+			ks.mu.Lock()
+			if !ks.dead {
+				ks.stats.Queued = ks.waiting
+				ks.stats.InFlight = ks.sending
+				k := s.Keys[ks.key]
+				k.add(&ks.stats)
+				s.Keys[ks.key] = k
+				s.Total.add(&ks.stats)
+			}
+			ks.mu.Unlock()
+			return true
+		})
+		return true
+	})
+	return s
+}

@@ -1,0 +1,296 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Transport is an [http.RoundTripper] that paces requests per key, pauses a
+// key when its server says "retry later", and retries what is safe to retry,
+// every attempt through the same pacer. Make one with [New] and share it: it
+// is safe for concurrent use, and its limits hold only across the requests
+// that pass through it.
+//
+// It keeps the net/http contract: it never modifies the caller's request,
+// always closes the request body, and returns err == nil whenever it
+// obtained a response, whatever its status (after retries, the last one).
+type Transport struct {
+	base  http.RoundTripper
+	cfg   config
+	unpac *policy // the policy of hosts without one
+	keys  keys
+	epoch time.Time // window logs count from here
+
+	seq       atomic.Uint64 // arrival order of requests
+	closed    atomic.Bool
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// New returns a Transport that sends through base (nil: http.DefaultTransport).
+// Without options, every request is unpaced, 429s and 503s pause their key,
+// and retries follow the defaults of [Retry].
+//
+// New panics on a configuration error (a Policy that does not validate, a
+// malformed host pattern), as net/http does for programmer errors: see
+// [Policy.Validate].
+//
+// A key's state is dropped once it is idle and holds nothing that matters
+// (bucket full, queue empty, windows expired, not paused), so memory stays
+// bounded however many hosts or keys pass through.
+func New(base http.RoundTripper, opts ...Option) *Transport {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	t := &Transport{
+		base:  base,
+		cfg:   config{exact: map[string]*policy{}, wildcard: map[string]*policy{}},
+		epoch: time.Now(),
+		done:  make(chan struct{}),
+	}
+	for _, o := range opts {
+		o.apply(&t.cfg)
+	}
+	t.cfg.retry = t.cfg.retry.withDefaults()
+	t.unpac = compile(Policy{})
+	if t.cfg.def == nil {
+		t.cfg.def = t.unpac
+	}
+	return t
+}
+
+// since is now as an offset from the transport's epoch (monotonic).
+func (t *Transport) since(now time.Time) time.Duration { return now.Sub(t.epoch) }
+
+// Close makes every request waiting for its turn, and every later one, fail
+// with ErrClosed. Requests already on the wire are not cut. No goroutine of
+// the Transport outlives Close. It always returns nil.
+func (t *Transport) Close() error {
+	t.closeOnce.Do(func() {
+		t.closed.Store(true)
+		close(t.done)
+	})
+	return nil
+}
+
+// CloseIdleConnections calls the base RoundTripper's CloseIdleConnections,
+// if it has one, so that http.Client.CloseIdleConnections keeps working.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// RoundTrip sends req when its key's turn comes, and retries it as [Retry]
+// allows. See the package documentation.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL == nil {
+		closeBody(req)
+		return nil, errors.New("throttle: nil Request.URL")
+	}
+	host := defaultKey(req)
+	pol := t.cfg.policyFor(host, lower(req.URL.Hostname()))
+	key := host
+	if t.cfg.key != nil {
+		key = t.cfg.key(req)
+	}
+	ks := t.acquire(pol, key)
+	r := request{t: t, ks: ks, req: req, ctx: req.Context(), seq: t.seq.Add(1), start: time.Now()}
+	resp, err := r.do()
+	ks.mu.Lock()
+	ks.refs--
+	ks.stats.Requests++
+	if r.waited > 0 {
+		ks.stats.Waited++
+		ks.stats.WaitTime += r.waited
+	}
+	ks.mu.Unlock()
+	return resp, err
+}
+
+// request is one RoundTrip on its way through attempts.
+type request struct {
+	t      *Transport
+	ks     *keyState
+	req    *http.Request
+	ctx    context.Context
+	seq    uint64
+	start  time.Time
+	waited time.Duration
+	bo     *backoff.ExponentialBackOff // made at the first backoff
+}
+
+func (r *request) do() (*http.Response, error) {
+	t, ks := r.t, r.ks
+	send := r.req
+	for attempt := 1; ; attempt++ {
+		tk, err := t.admit(r.ctx, ks, r.seq, attempt > 1)
+		r.waited += tk.waited
+		if err != nil {
+			closeBody(send)
+			r.count(err)
+			if attempt > 1 {
+				err = fmt.Errorf("throttle: key %q: waiting for attempt %d: %w", ks.key, attempt, err)
+			}
+			return nil, err
+		}
+		resp, err := t.base.RoundTrip(send)
+		now := time.Now()
+		h := readHint(resp, now)
+		retryable := r.retryable(resp, err, h)
+		var delay time.Duration
+		if retryable || h.throttled {
+			if !h.hasWait {
+				delay = r.backoff()
+			}
+		}
+		until, source := t.learn(ks, tk, resp, h, delay, now)
+		if tk.slot {
+			r.freeSlot(resp)
+		}
+		if h.throttled {
+			t.emit(Event{Kind: EventThrottled, Key: ks.key, Attempt: attempt, Status: resp.StatusCode})
+		}
+		if !until.IsZero() {
+			t.emit(Event{Kind: EventPaused, Key: ks.key, Attempt: attempt, Status: resp.StatusCode, Until: until, Source: source})
+		}
+		if !retryable {
+			if err != nil && attempt > 1 {
+				err = fmt.Errorf("throttle: key %q: after %d attempts: %w", ks.key, attempt, err)
+			}
+			return resp, err
+		}
+		if h.hasWait {
+			delay = h.wait
+		}
+		next, why := r.next(attempt, h, delay, now, resp, err)
+		if why != "" {
+			r.gaveUp(attempt, resp, err, why)
+			if err != nil {
+				err = fmt.Errorf("throttle: key %q: gave up after %d attempts (%s): %w", ks.key, attempt, why, err)
+			}
+			return resp, err
+		}
+		discard(resp)
+		ks.mu.Lock()
+		ks.stats.Retries++
+		ks.mu.Unlock()
+		t.emit(Event{Kind: EventRetry, Key: ks.key, Attempt: attempt, Status: status(resp), Err: err, Delay: delay})
+		send = next
+		if !h.throttled && delay > 0 {
+			// A pause makes the retry wait at the key; a backoff, here.
+			var timer *time.Timer
+			werr := t.sleep(r.ctx, nil, delay, &timer)
+			timer.Stop()
+			if werr != nil {
+				closeBody(send)
+				r.count(werr)
+				return nil, &WaitError{Key: ks.key, Limit: fmt.Sprintf("retry %d", attempt), Err: werr}
+			}
+		}
+	}
+}
+
+// retryable reports whether the attempt's outcome is one that may be retried
+// for this request, before limits of attempts, time and budget.
+func (r *request) retryable(resp *http.Response, err error, h hint) bool {
+	if !replayable(r.req) {
+		return false
+	}
+	if err != nil {
+		return r.ctx.Err() == nil && idempotent(r.req) && retryableErr(err)
+	}
+	return h.throttled && resp.StatusCode != http.StatusServiceUnavailable ||
+		retryableStatus(resp.StatusCode) && idempotent(r.req)
+}
+
+// next returns the request to send for the next attempt, or why not.
+func (r *request) next(attempt int, h hint, delay time.Duration, now time.Time, resp *http.Response, err error) (*http.Request, string) {
+	cfg := &r.t.cfg.retry
+	deadline, hasDeadline := r.ctx.Deadline()
+	switch {
+	case attempt >= cfg.MaxAttempts:
+		return nil, fmt.Sprintf("%d attempts", attempt)
+	case h.hasWait && h.wait > cfg.MaxRetryAfter:
+		return nil, fmt.Sprintf("%s %v is longer than MaxRetryAfter %v", h.source, h.wait, cfg.MaxRetryAfter)
+	case hasDeadline && now.Add(delay).After(deadline):
+		return nil, fmt.Sprintf("a retry in %v would pass the context's deadline", delay)
+	case now.Add(delay).Sub(r.start) > cfg.MaxElapsed:
+		return nil, fmt.Sprintf("a retry in %v would pass MaxElapsed %v", delay, cfg.MaxElapsed)
+	case !h.throttled && !r.spend(now):
+		return nil, "the key's retry budget is spent"
+	}
+	if r.req.Body == nil || r.req.Body == http.NoBody {
+		return r.req, ""
+	}
+	body, gerr := r.req.GetBody()
+	if gerr != nil {
+		return nil, "GetBody: " + gerr.Error()
+	}
+	next := *r.req // shallow: the caller's request stays untouched
+	next.Body = body
+	return &next, ""
+}
+
+func (r *request) spend(now time.Time) bool {
+	r.ks.mu.Lock()
+	defer r.ks.mu.Unlock()
+	return r.ks.budget.spend(now, r.t.cfg.retry.Budget, r.t.cfg.retry.BudgetFloor)
+}
+
+// backoff returns the next jittered backoff delay of this request.
+func (r *request) backoff() time.Duration {
+	if r.bo == nil {
+		r.bo = r.t.cfg.retry.backoffFor()
+	}
+	return fullJitter(r.bo.NextBackOff())
+}
+
+// freeSlot gives back the in-flight slot now, or when resp's body is done.
+func (r *request) freeSlot(resp *http.Response) {
+	slots := r.ks.slots
+	free := func() { <-slots }
+	if resp == nil {
+		free()
+		return
+	}
+	holdSlot(resp, free)
+}
+
+func (r *request) gaveUp(attempt int, resp *http.Response, err error, why string) {
+	r.ks.mu.Lock()
+	r.ks.stats.GaveUp++
+	r.ks.mu.Unlock()
+	r.t.emit(Event{Kind: EventGaveUp, Key: r.ks.key, Attempt: attempt, Status: status(resp), Err: err, Reason: why})
+}
+
+// count records why a request ended without being sent.
+func (r *request) count(err error) {
+	ks := r.ks
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	switch {
+	case errors.Is(err, ErrClosed):
+		ks.stats.RefusedClosed++
+	case errors.Is(err, ErrQueueFull), errors.Is(err, ErrWouldExceedDeadline), errors.Is(err, ErrPaused):
+		// counted where refused
+	default:
+		ks.stats.Canceled++
+	}
+}
+
+func status(resp *http.Response) int {
+	if resp == nil {
+		return 0
+	}
+	return resp.StatusCode
+}

@@ -1,0 +1,291 @@
+package throttle_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
+
+	"github.com/throttlehttp/throttle"
+)
+
+func TestDefaultKey(t *testing.T) {
+	rt := throttle.New(newRecorder())
+	defer rt.Close()
+	for _, u := range []string{
+		"http://API.Example.com/a", "http://api.example.com:80/b", "https://api.example.com:443/c",
+		"https://api.example.com:80/d", "http://api.example.com:8080/e", "http://[::1]:8080/f", "http://[::1]/g",
+	} {
+		require.NoError(t, do(t, rt, u))
+	}
+	keys := rt.Stats().Keys
+	assert.EqualValues(t, 3, keys["api.example.com"].Requests)
+	assert.EqualValues(t, 1, keys["api.example.com:80"].Requests, "80 is not https's default")
+	assert.EqualValues(t, 1, keys["api.example.com:8080"].Requests)
+	assert.EqualValues(t, 1, keys["[::1]:8080"].Requests)
+	assert.EqualValues(t, 1, keys["[::1]"].Requests)
+	assert.Len(t, keys, 5)
+}
+
+func TestWithKeyPartitions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		rt := throttle.New(rec,
+			throttle.WithPolicy(throttle.Policy{Rate: 1, Burst: 1}),
+			throttle.WithKey(func(r *http.Request) string { return r.Header.Get("X-API-Key") }))
+		defer rt.Close()
+		send := func(key string) {
+			req := newReq(t, context.Background(), http.MethodGet, "http://one.test/")
+			req.Header.Set("X-API-Key", key)
+			resp, err := rt.RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		send("alice")
+		send("bob") // another key: its own bucket, no wait
+		send("alice")
+		assert.Equal(t, []time.Duration{0, 0, time.Second}, rec.times())
+		assert.Len(t, rt.Stats().Keys, 2)
+	})
+}
+
+func TestHostPolicyPatterns(t *testing.T) {
+	tests := []struct {
+		url    string
+		paced  bool // by the 1/s host policy; else the 1000/s default
+		reason string
+	}{
+		{"http://api.example.com/", true, "exact"},
+		{"http://API.EXAMPLE.COM/", true, "case-insensitive"},
+		{"http://api.example.com:8443/", true, "a hostname pattern matches any port"},
+		{"http://a.b.wild.test/", true, "wildcard: any depth of subdomain"},
+		{"http://wild.test/", false, "wildcard: not the domain itself"},
+		{"http://example.com/", false, "exact: not the parent"},
+		{"http://localhost:9000/", true, "host:port pattern"},
+		{"http://localhost:9001/", false, "host:port pattern: that port only"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.reason, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rec := newRecorder()
+				rt := throttle.New(rec,
+					throttle.WithPolicy(throttle.Policy{Rate: 1000, Burst: 1}),
+					throttle.WithHostPolicy("api.example.com", throttle.Policy{Rate: 1, Burst: 1}),
+					throttle.WithHostPolicy("*.wild.test", throttle.Policy{Rate: 1, Burst: 1}),
+					throttle.WithHostPolicy("localhost:9000", throttle.Policy{Rate: 1, Burst: 1}))
+				defer rt.Close()
+				require.NoError(t, do(t, rt, tt.url))
+				require.NoError(t, do(t, rt, tt.url))
+				want := time.Millisecond
+				if tt.paced {
+					want = time.Second
+				}
+				assert.Equal(t, want, rec.times()[1])
+			})
+		})
+	}
+}
+
+func TestUnpacedByDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		rt := throttle.New(rec, throttle.WithHostPolicy("slow.test", throttle.Policy{Rate: 1, Burst: 1}))
+		defer rt.Close()
+		launch(t, rt, 50, "http://fast.test/")
+		for _, at := range rec.times() {
+			require.Zero(t, at)
+		}
+	})
+}
+
+func TestDeadlineFailsAtOnceAndKeepsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		rt := throttle.New(rec, throttle.WithPolicy(throttle.Policy{Rate: 1, Burst: 1}))
+		defer rt.Close()
+		require.NoError(t, do(t, rt, "http://d.test/")) // next token at 1s
+
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := doCtx(t, ctx, rt, "http://d.test/late")
+		assert.Zero(t, time.Since(start), "fails at once, without waiting")
+		require.ErrorIs(t, err, throttle.ErrWouldExceedDeadline)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		var we *throttle.WaitError
+		require.ErrorAs(t, err, &we)
+		assert.Equal(t, "d.test", we.Key)
+		assert.Equal(t, "rate", we.Limit)
+		assert.Equal(t, start.Add(time.Second), we.Until)
+
+		// It kept no token: the next request still goes at 1s.
+		require.NoError(t, do(t, rt, "http://d.test/next"))
+		assert.Equal(t, []time.Duration{0, time.Second}, rec.times())
+		assert.EqualValues(t, 1, rt.Stats().Keys["d.test"].RefusedDeadline)
+	})
+}
+
+func TestDeadlineBehindOthersInLine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		rt := throttle.New(rec, throttle.WithPolicy(throttle.Policy{Rate: 10, Queue: 10}))
+		defer rt.Close()
+		var wg sync.WaitGroup
+		for range 5 { // t=0, then four in line: 100..400ms
+			wg.Add(1)
+			go func() { defer wg.Done(); assert.NoError(t, do(t, rt, "http://d.test/")) }()
+			synctest.Wait()
+		}
+		// Sixth in line: its turn is at 500ms, after its 450ms deadline.
+		ctx, cancel := context.WithTimeout(context.Background(), 450*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := doCtx(t, ctx, rt, "http://d.test/late")
+		require.ErrorIs(t, err, throttle.ErrWouldExceedDeadline)
+		assert.Zero(t, time.Since(start))
+		assert.Contains(t, err.Error(), `key "d.test": queue until`)
+		wg.Wait()
+		assert.Len(t, rec.times(), 5)
+	})
+}
+
+func TestCancelReturnsPromptly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := throttle.New(newRecorder(), throttle.WithPolicy(throttle.Policy{Rate: 0.01, Burst: 1}))
+		defer rt.Close()
+		require.NoError(t, do(t, rt, "http://c.test/"))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- doCtx(t, ctx, rt, "http://c.test/") }()
+		time.Sleep(time.Second)
+		start := time.Now()
+		cancel()
+		err := <-done
+		assert.Zero(t, time.Since(start))
+		require.ErrorIs(t, err, context.Canceled)
+	})
+}
+
+func TestCloseFailsWaitersAndLaterRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		block := make(chan struct{})
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Path == "/slow" {
+				<-block
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 1, Burst: 1}))
+		onWire := make(chan error)
+		go func() { onWire <- do(t, rt, "http://x.test/slow") }()
+		synctest.Wait()
+		waiting := make(chan error)
+		for range 3 {
+			go func() { waiting <- do(t, rt, "http://x.test/") }()
+		}
+		synctest.Wait()
+		require.NoError(t, rt.Close())
+		for range 3 {
+			err := <-waiting
+			require.ErrorIs(t, err, throttle.ErrClosed)
+		}
+		require.ErrorIs(t, do(t, rt, "http://y.test/"), throttle.ErrClosed)
+		close(block)
+		require.NoError(t, <-onWire, "a request on the wire is not cut")
+		require.NoError(t, rt.Close(), "Close twice is fine")
+		assert.EqualValues(t, 4, rt.Stats().Total.RefusedClosed)
+	})
+}
+
+type idleCloser struct {
+	rtFunc
+	closed int
+}
+
+func (c *idleCloser) CloseIdleConnections() { c.closed++ }
+
+func TestCloseIdleConnectionsPassedOn(t *testing.T) {
+	base := &idleCloser{}
+	client := &http.Client{Transport: throttle.New(base)}
+	client.CloseIdleConnections()
+	assert.Equal(t, 1, base.closed)
+	throttle.New(rtFunc(nil)).CloseIdleConnections() // a base without it: no panic
+}
+
+func TestBadConfiguration(t *testing.T) {
+	tests := []struct {
+		name string
+		p    throttle.Policy
+		msg  string
+	}{
+		{"negative-rate", throttle.Policy{Rate: -1, Burst: 1}, "Rate -1"},
+		{"burst-0-finite-rate", throttle.Policy{Rate: 5}, "Burst 0 with Rate 5"},
+		{"queue-without-rate", throttle.Policy{Queue: 3}, "Queue 3 without a finite Rate"},
+		{"queue-with-inf-rate", throttle.Policy{Rate: rate.Inf, Queue: 3}, "Queue 3 without a finite Rate"},
+		{"window-n-0", throttle.Policy{Windows: []throttle.Window{{N: 0, Per: time.Second}}}, "Windows[0]"},
+		{"window-per-0", throttle.Policy{Windows: []throttle.Window{{N: 1}}}, "Windows[0]"},
+		{"negative-inflight", throttle.Policy{MaxInFlight: -1}, "MaxInFlight -1"},
+		{"negative-burst", throttle.Policy{Burst: -2}, "Burst -2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.p.Validate()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.msg)
+			assert.PanicsWithValue(t, "WithPolicy: "+err.Error(), func() { throttle.WithPolicy(tt.p) })
+		})
+	}
+	for _, ok := range []throttle.Policy{{}, {Rate: rate.Inf}, {Rate: 1, Burst: 1}, {Rate: 1, Queue: 1}, {MaxInFlight: 1}} {
+		assert.NoError(t, ok.Validate(), "%+v", ok)
+	}
+	for _, pattern := range []string{"", "*.", "*", "a.*.b", "*.example.com:80", "exa mple.com", ".example.com"} {
+		assert.Panics(t, func() { throttle.WithHostPolicy(pattern, throttle.Policy{}) }, "pattern %q", pattern)
+	}
+}
+
+func TestMemoryStaysBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("touches a million hosts")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			return reply(r, http.StatusOK), nil
+		}), throttle.WithPolicy(throttle.Policy{Rate: 1000, Burst: 5, Windows: []throttle.Window{{N: 100, Per: ms(10)}}}))
+		defer rt.Close()
+		var ms0 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms0)
+		peakKeys := 0
+		const hosts = 1_000_000
+		for i := range hosts {
+			require.NoError(t, do(t, rt, "http://h"+strconv.Itoa(i)+".test/"))
+			if i%1000 == 999 {
+				time.Sleep(10 * time.Millisecond) // the buckets refill, the windows expire
+				if i%100_000 == 99_999 {
+					peakKeys = max(peakKeys, len(rt.Stats().Keys))
+				}
+			}
+		}
+		var ms1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms1)
+		assert.Less(t, peakKeys, 10_000, "live keys")
+		assert.Less(t, int64(ms1.HeapAlloc)-int64(ms0.HeapAlloc), int64(16<<20), "heap growth")
+		assert.EqualValues(t, hosts, rt.Stats().Total.Requests, "dropped keys' counts stay in Total")
+	})
+}
+
+func TestErrorsSayKeyAndLimit(t *testing.T) {
+	we := &throttle.WaitError{Key: "k", Limit: "window 5/1s", Until: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Err: throttle.ErrWouldExceedDeadline}
+	assert.Equal(t, `throttle: key "k": window 5/1s until 2026-01-02T03:04:05Z: wait would exceed the context deadline`, we.Error())
+	assert.True(t, errors.Is(we, context.DeadlineExceeded))
+}
