@@ -1,0 +1,162 @@
+package throttletest
+
+import (
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+)
+
+// An API is a fake third-party API with quotas per API key. It is an http.Handler,
+// to serve on a socket (NewServer does), and an http.RoundTripper that serves
+// in-process without any network, for tests inside testing/synctest bubbles.
+//
+// Every request is counted (see Stats). A request without a key gets 401; one that
+// a quota refuses gets 429 with Retry-After; an admitted one waits its turn in any
+// leaky-bucket queue, then Latency, then gets 200 with {"ok":true}, whatever its
+// method (POST and PUT too: one status means accepted), or a random 503 (see
+// Config.Unavailable). GET /__stats answers Stats as JSON, needs no key and is
+// not counted.
+//
+// An API reads time only through time.Now and timers, so inside a synctest bubble
+// it runs on the bubble's fake clock; create it inside the bubble that uses it.
+// It is safe for concurrent use.
+type API struct {
+	cfg Config
+
+	mu   sync.Mutex
+	keys map[string]*keyState
+	rng  *rand.Rand
+
+	stats recorder
+}
+
+var (
+	_ http.Handler      = (*API)(nil)
+	_ http.RoundTripper = (*API)(nil)
+)
+
+// NewAPI returns an API with the given configuration. It opens no socket and starts
+// no goroutine. It panics if a Limit cannot work (say, a token bucket without Rate).
+func NewAPI(cfg Config) *API {
+	cfg.validate()
+	cfg.Limits = slices.Clone(cfg.Limits)
+	if cfg.KeyHeader == "" {
+		cfg.KeyHeader = "X-API-Key"
+	}
+	if cfg.UnavailableRetryAfter == 0 {
+		cfg.UnavailableRetryAfter = time.Second
+	}
+	a := &API{cfg: cfg}
+	a.Reset()
+	return a
+}
+
+// Reset returns the API to its state just after NewAPI: every quota whole, every
+// count zero, the random draws restarted from Seed. Call it while no request is
+// being served.
+func (a *API) Reset() {
+	a.mu.Lock()
+	a.keys = make(map[string]*keyState)
+	a.rng = rand.New(rand.NewPCG(uint64(a.cfg.Seed), 0))
+	a.mu.Unlock()
+	a.stats.reset()
+}
+
+// Stats returns a snapshot of what the API saw since NewAPI or Reset.
+func (a *API) Stats() Stats { return a.stats.snapshot() }
+
+// keyState holds one key's limiters; its mutex makes check-all-then-take atomic.
+type keyState struct {
+	mu     sync.Mutex
+	limits []limiter
+}
+
+func (a *API) state(key string) *keyState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k := a.keys[key]
+	if k == nil {
+		k = &keyState{limits: make([]limiter, len(a.cfg.Limits))}
+		for i, l := range a.cfg.Limits {
+			k.limits[i] = newLimiter(l)
+		}
+		a.keys[key] = k
+	}
+	return k
+}
+
+// draw returns the random part of one admitted request: its delay and whether it
+// gets 503.
+func (a *API) draw() (delay time.Duration, down bool) {
+	delay = a.cfg.Latency
+	if a.cfg.LatencyJitter == 0 && a.cfg.Unavailable == 0 {
+		return delay, false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cfg.LatencyJitter > 0 {
+		delay += time.Duration(a.rng.Int64N(int64(a.cfg.LatencyJitter)))
+	}
+	return delay, a.cfg.Unavailable > 0 && a.rng.Float64() < a.cfg.Unavailable
+}
+
+// admission is the decision on one request.
+type admission struct {
+	ok      bool
+	wait    time.Duration // refused: the true wait, the longest of the refusals
+	serveAt time.Time     // admitted: when its queue turn comes
+	quotas  []quota       // for the quota headers, when wanted
+	bind    int           // index in quotas for the X-RateLimit family
+}
+
+// admit decides at now: it checks every limit first and takes from all of them
+// only when all admit, so a refused request consumes nothing.
+func (k *keyState) admit(now time.Time, wantQuotas bool) admission {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	ad := admission{ok: true, serveAt: now}
+	waits := make([]time.Duration, len(k.limits))
+	for i, l := range k.limits {
+		ok, wait := l.check(now)
+		if !ok {
+			ad.ok = false
+			waits[i] = max(wait, 1) // refused means a wait, however short
+			ad.wait = max(ad.wait, waits[i])
+		}
+	}
+	if ad.ok {
+		for _, l := range k.limits {
+			ad.serveAt = later(ad.serveAt, l.take(now))
+		}
+	}
+	if !wantQuotas {
+		return ad
+	}
+	ad.bind = -1
+	var bindWait time.Duration
+	for i, l := range k.limits {
+		q, ok := l.quota(now)
+		if !ok {
+			continue
+		}
+		if waits[i] > bindWait {
+			ad.bind, bindWait = len(ad.quotas), waits[i]
+		}
+		ad.quotas = append(ad.quotas, q)
+	}
+	if ad.bind < 0 {
+		ad.bind = fewestRemaining(ad.quotas)
+	}
+	return ad
+}
+
+// release ends an admitted request.
+func (k *keyState) release() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, l := range k.limits {
+		l.release()
+	}
+}

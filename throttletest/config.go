@@ -1,0 +1,194 @@
+package throttletest
+
+import (
+	"fmt"
+	"time"
+)
+
+// Algorithm names how a Limit counts requests.
+type Algorithm int
+
+const (
+	// TokenBucket holds up to Burst tokens and refills Rate tokens per second; a
+	// request takes one token. It is computed as GCRA, which is the same bucket
+	// counted in exact durations.
+	TokenBucket Algorithm = iota
+	// LeakyBucket is a queue served at a constant rate: a request that arrives while
+	// another is being served waits in the server (the handler blocks) until its turn,
+	// one every 1/Rate; at most Queue wait, and a request that finds the queue full
+	// gets 429 at once, told to wait until the next one is served. The other limits
+	// count a request when it joins the queue; one that gives up while waiting keeps
+	// its turn used.
+	LeakyBucket
+	// FixedWindow admits N requests per window of length Per; windows are aligned to
+	// multiples of Per since the zero time, so one-minute windows start on the minute
+	// (and a synctest bubble, whose clock starts at midnight, starts with a window).
+	FixedWindow
+	// SlidingLog admits a request when fewer than N were admitted in the last Per.
+	SlidingLog
+	// SlidingCounter keeps the counts of the current and the previous window (aligned
+	// as FixedWindow's) and admits a request when the weighted estimate
+	// prev*(1-elapsed/Per) + curr, this request included, is at most N.
+	SlidingCounter
+	// Concurrency admits a request when fewer than N requests of the key are being
+	// handled (waiting in a leaky-bucket queue or in Latency counts as handled).
+	Concurrency
+)
+
+var algorithmNames = [...]string{
+	TokenBucket:    "token-bucket",
+	LeakyBucket:    "leaky-bucket",
+	FixedWindow:    "fixed-window",
+	SlidingLog:     "sliding-log",
+	SlidingCounter: "sliding-counter",
+	Concurrency:    "concurrency",
+}
+
+// String returns the algorithm's name, e.g. "token-bucket"; it is also the default
+// policy name in the IETF headers.
+func (a Algorithm) String() string {
+	if a < 0 || int(a) >= len(algorithmNames) {
+		return fmt.Sprintf("Algorithm(%d)", int(a))
+	}
+	return algorithmNames[a]
+}
+
+// A Limit is one quota, applied to each API key separately. Which fields count
+// depends on Algorithm; the others are ignored.
+type Limit struct {
+	Algorithm Algorithm
+
+	// Rate is in requests per second, for TokenBucket and LeakyBucket; it must be > 0.
+	Rate float64
+	// Burst is the token bucket's depth; zero means 1.
+	Burst int
+	// Queue is how many requests may wait in the leaky bucket's queue besides the one
+	// being served; zero means none wait: a request that cannot be served at once
+	// gets 429.
+	Queue int
+
+	// N is the number of requests per window (FixedWindow, SlidingLog,
+	// SlidingCounter) or at once (Concurrency); it must be > 0.
+	N int
+	// Per is the window length for FixedWindow, SlidingLog and SlidingCounter; it
+	// must be > 0.
+	Per time.Duration
+
+	// Name is the policy name in the RateLimit and RateLimit-Policy headers; empty
+	// means the algorithm's name. Set it when two limits share an algorithm. It must
+	// be printable ASCII.
+	Name string
+}
+
+// RetryAfterFormat is how 429 and 503 responses say when to come back.
+type RetryAfterFormat int
+
+const (
+	// RetryAfterSeconds sends whole seconds, rounded up from the true wait and at
+	// least 1. It is the default.
+	RetryAfterSeconds RetryAfterFormat = iota
+	// RetryAfterDate sends an HTTP-date (http.TimeFormat) at or after the end of the
+	// true wait: dates have whole seconds, so the instant is rounded up.
+	RetryAfterDate
+	// RetryAfterNone sends no Retry-After header.
+	RetryAfterNone
+)
+
+// Config describes a fake API. The zero Config admits every request that has a key,
+// at once, with no quota headers.
+type Config struct {
+	// Limits are the quotas of each key; a request must pass all of them, and a
+	// request refused by one consumes from none. Nil means no quota.
+	Limits []Limit
+
+	// RetryAfter is the form of Retry-After on 429 and 503; the zero value is
+	// RetryAfterSeconds.
+	RetryAfter RetryAfterFormat
+	// XRateLimit adds X-RateLimit-Limit, -Remaining and -Reset to 429 responses.
+	// They describe the limit that refused the request, or else the limit with the
+	// fewest requests remaining. False means not sent.
+	//
+	// In both families the limit is N for windows, Burst for a token bucket and
+	// Queue+1 for a leaky bucket; the reset (X-RateLimit-Reset, t) is the delta
+	// seconds, rounded up, until the quota is whole again: the window ends, the
+	// bucket is full, the queue is empty. Concurrency limits are not quotas over
+	// time and appear in neither family.
+	XRateLimit bool
+	// IETF adds the draft-ietf-httpapi-ratelimit-headers-11 fields to 429 responses,
+	// one list member per limit, in the order of Limits:
+	// RateLimit: "name";r=<remaining>;t=<reset> and
+	// RateLimit-Policy: "name";q=<limit>;w=<window>, where the window is Per, or
+	// the time to fill an empty bucket (Burst/Rate, (Queue+1)/Rate), rounded up
+	// to whole seconds and at least 1. False means not sent.
+	IETF bool
+	// HeadersOnSuccess sends the enabled quota headers on accepted responses too.
+	// False means only 429 responses carry them.
+	HeadersOnSuccess bool
+
+	// KeyHeader is the request header that carries the API key; empty means
+	// "X-API-Key". When it is absent, "Authorization: Bearer <key>" is used. A request
+	// with neither gets 401.
+	KeyHeader string
+
+	// Latency delays every admitted request before it is answered, after any wait in
+	// a leaky-bucket queue; zero means no delay. The delay ends early, with the
+	// request canceled, when the request's context ends.
+	Latency time.Duration
+	// LatencyJitter adds a random delay, uniform in [0, LatencyJitter), to Latency;
+	// zero means none.
+	LatencyJitter time.Duration
+
+	// Unavailable is the share, from 0 to 1, of admitted requests answered 503 after
+	// their latency, to play an overloaded backend; they still count against the
+	// quotas. Zero means none.
+	Unavailable float64
+	// UnavailableRetryAfter is the Retry-After sent with those 503s; zero means 1
+	// second.
+	UnavailableRetryAfter time.Duration
+
+	// Seed seeds every random draw (Unavailable, LatencyJitter): the same Seed and the
+	// same sequence of requests give the same answers. Zero is a seed like any other.
+	Seed int64
+}
+
+// validate panics, as httptest does on misuse, when a Limit cannot work.
+func (c Config) validate() {
+	for i, l := range c.Limits {
+		bad := func(what string) {
+			panic(fmt.Sprintf("throttletest: Limits[%d] (%v): %s", i, l.Algorithm, what))
+		}
+		switch l.Algorithm {
+		case TokenBucket, LeakyBucket:
+			if !(l.Rate > 0) {
+				bad("Rate must be > 0")
+			}
+			if float64(time.Second)/l.Rate*float64(max(l.Burst, l.Queue)+1) > float64(1<<62) {
+				bad("Rate too small: the bucket takes longer than a time.Duration can hold")
+			}
+			if l.Burst < 0 || l.Queue < 0 {
+				bad("Burst and Queue must be >= 0")
+			}
+		case FixedWindow, SlidingLog, SlidingCounter:
+			if l.N <= 0 || l.Per <= 0 {
+				bad("N and Per must be > 0")
+			}
+		case Concurrency:
+			if l.N <= 0 {
+				bad("N must be > 0")
+			}
+		default:
+			bad("unknown algorithm")
+		}
+		for _, r := range l.Name {
+			if r < 0x20 || r > 0x7e {
+				bad("Name must be printable ASCII")
+			}
+		}
+	}
+	if c.Unavailable < 0 || c.Unavailable > 1 {
+		panic("throttletest: Unavailable must be within [0, 1]")
+	}
+	if c.Latency < 0 || c.LatencyJitter < 0 || c.UnavailableRetryAfter < 0 {
+		panic("throttletest: durations must be >= 0")
+	}
+}

@@ -1,0 +1,293 @@
+package throttletest
+
+import (
+	"math"
+	"time"
+)
+
+// A limiter is one Limit's state for one key. Its methods decide from the time they
+// are given and never block; the caller holds the key's mutex.
+type limiter interface {
+	// check reports whether one more request fits at now; if not, wait is how long
+	// until it would, provided nothing else is admitted meanwhile.
+	check(now time.Time) (ok bool, wait time.Duration)
+	// take records a request admitted at now and returns when it is served: now,
+	// except in a leaky bucket's queue.
+	take(now time.Time) time.Time
+	// release is called once an admitted request has been handled.
+	release()
+	// quota describes the limit at now for the quota headers; ok is false for a
+	// limit that is not a quota over time.
+	quota(now time.Time) (q quota, ok bool)
+}
+
+// quota is what the quota headers say about one limit.
+type quota struct {
+	name      string
+	limit     int
+	remaining int
+	reset     time.Duration // until the quota is whole again
+	window    time.Duration
+}
+
+func newLimiter(l Limit) limiter {
+	name := l.Name
+	if name == "" {
+		name = l.Algorithm.String()
+	}
+	switch l.Algorithm {
+	case TokenBucket:
+		return &tokenBucket{name: name, interval: interval(l.Rate), burst: max(l.Burst, 1)}
+	case LeakyBucket:
+		return &leakyBucket{name: name, interval: interval(l.Rate), capacity: l.Queue + 1}
+	case FixedWindow:
+		return &fixedWindow{name: name, n: l.N, per: l.Per}
+	case SlidingLog:
+		return &slidingLog{name: name, n: l.N, per: l.Per}
+	case SlidingCounter:
+		return &slidingCounter{name: name, n: l.N, per: l.Per}
+	default:
+		return &concurrency{n: l.N}
+	}
+}
+
+// interval is the time between two requests at rate per second.
+func interval(rate float64) time.Duration {
+	return max(time.Duration(math.Round(float64(time.Second)/rate)), 1)
+}
+
+type noRelease struct{}
+
+func (noRelease) release() {}
+
+// tokenBucket is GCRA: tat is the theoretical arrival time, when the bucket would be
+// full again. A request fits when it leaves at least one token: now >= tat - (burst-1)*interval.
+type tokenBucket struct {
+	noRelease
+	name     string
+	interval time.Duration
+	burst    int
+	tat      time.Time
+}
+
+func (b *tokenBucket) check(now time.Time) (bool, time.Duration) {
+	allowAt := b.tat.Add(-time.Duration(b.burst-1) * b.interval)
+	if now.Before(allowAt) {
+		return false, allowAt.Sub(now)
+	}
+	return true, 0
+}
+
+func (b *tokenBucket) take(now time.Time) time.Time {
+	b.tat = later(b.tat, now).Add(b.interval)
+	return now
+}
+
+func (b *tokenBucket) quota(now time.Time) (quota, bool) {
+	used := max(b.tat.Sub(now), 0)
+	spent := int((used + b.interval - 1) / b.interval) // whole tokens missing
+	return quota{
+		name: b.name, limit: b.burst, remaining: max(b.burst-spent, 0),
+		reset: used, window: time.Duration(b.burst) * b.interval,
+	}, true
+}
+
+// fixedWindow counts requests in windows aligned to multiples of per.
+type fixedWindow struct {
+	noRelease
+	name  string
+	n     int
+	per   time.Duration
+	start time.Time
+	count int
+}
+
+func (w *fixedWindow) roll(now time.Time) {
+	if start := now.Truncate(w.per); !start.Equal(w.start) {
+		w.start, w.count = start, 0
+	}
+}
+
+func (w *fixedWindow) check(now time.Time) (bool, time.Duration) {
+	w.roll(now)
+	if w.count < w.n {
+		return true, 0
+	}
+	return false, w.start.Add(w.per).Sub(now)
+}
+
+func (w *fixedWindow) take(now time.Time) time.Time {
+	w.roll(now)
+	w.count++
+	return now
+}
+
+func (w *fixedWindow) quota(now time.Time) (quota, bool) {
+	w.roll(now)
+	return quota{
+		name: w.name, limit: w.n, remaining: w.n - w.count,
+		reset: w.start.Add(w.per).Sub(now), window: w.per,
+	}, true
+}
+
+// slidingLog keeps the times of the requests admitted in the last per; an entry at
+// t counts while now-t < per.
+type slidingLog struct {
+	noRelease
+	name string
+	n    int
+	per  time.Duration
+	log  []time.Time
+}
+
+func (s *slidingLog) prune(now time.Time) {
+	i := 0
+	for i < len(s.log) && !now.Before(s.log[i].Add(s.per)) {
+		i++
+	}
+	s.log = s.log[i:]
+}
+
+func (s *slidingLog) check(now time.Time) (bool, time.Duration) {
+	s.prune(now)
+	if len(s.log) < s.n {
+		return true, 0
+	}
+	return false, s.log[0].Add(s.per).Sub(now) // until the oldest entry expires
+}
+
+func (s *slidingLog) take(now time.Time) time.Time {
+	s.prune(now)
+	s.log = append(s.log, now)
+	return now
+}
+
+func (s *slidingLog) quota(now time.Time) (quota, bool) {
+	s.prune(now)
+	q := quota{name: s.name, limit: s.n, remaining: s.n - len(s.log), window: s.per}
+	if len(s.log) > 0 {
+		q.reset = s.log[len(s.log)-1].Add(s.per).Sub(now)
+	}
+	return q, true
+}
+
+// slidingCounter keeps the counts of the current and the previous fixed window and
+// estimates the requests in the last per as prev*(1-elapsed/per) + curr.
+type slidingCounter struct {
+	noRelease
+	name       string
+	n          int
+	per        time.Duration
+	start      time.Time
+	prev, curr int
+}
+
+// slack absorbs float rounding when remaining requests are counted for the headers.
+const slack = 1e-9
+
+func (s *slidingCounter) roll(now time.Time) {
+	start := now.Truncate(s.per)
+	switch {
+	case start.Equal(s.start):
+		return
+	case start.Equal(s.start.Add(s.per)):
+		s.prev, s.curr = s.curr, 0
+	default:
+		s.prev, s.curr = 0, 0
+	}
+	s.start = start
+}
+
+// weighted is the estimate at elapsed time e into a window.
+func weighted(prev, curr int, e, per time.Duration) float64 {
+	return float64(prev)*(1-float64(e)/float64(per)) + float64(curr)
+}
+
+func (s *slidingCounter) check(now time.Time) (bool, time.Duration) {
+	s.roll(now)
+	limit := float64(s.n - 1) // the estimate must leave room for this request
+	elapsed := now.Sub(s.start)
+	if weighted(s.prev, s.curr, elapsed, s.per) <= limit {
+		return true, 0
+	}
+	if e, ok := fit(s.prev, s.curr, s.per, limit); ok {
+		return false, e - elapsed // later in this window
+	}
+	e, ok := fit(s.curr, 0, s.per, limit) // in the next window, curr becomes prev
+	if !ok {
+		e = s.per // N is 1: in the window after
+	}
+	return false, s.per - elapsed + e
+}
+
+// fit returns the least elapsed time e < per, in whole nanoseconds, at which
+// weighted(prev, curr, e, per) <= limit, and whether there is one. The estimate
+// falls as e grows, so it starts just below the exact solution and steps up.
+func fit(prev, curr int, per time.Duration, limit float64) (time.Duration, bool) {
+	if float64(curr) > limit {
+		return 0, false
+	}
+	if prev == 0 {
+		return 0, true
+	}
+	x := float64(per) * (1 - (limit-float64(curr))/float64(prev))
+	e := max(time.Duration(math.Ceil(x))-2, 0)
+	for e < per && weighted(prev, curr, e, per) > limit {
+		e++
+	}
+	return e, e < per
+}
+
+func (s *slidingCounter) take(now time.Time) time.Time {
+	s.roll(now)
+	s.curr++
+	return now
+}
+
+func (s *slidingCounter) quota(now time.Time) (quota, bool) {
+	s.roll(now)
+	est := weighted(s.prev, s.curr, now.Sub(s.start), s.per)
+	q := quota{name: s.name, limit: s.n, window: s.per}
+	q.remaining = max(int(math.Floor(float64(s.n)-est+slack)), 0)
+	switch end := s.start.Add(s.per); {
+	case s.curr > 0:
+		q.reset = end.Add(s.per).Sub(now)
+	case s.prev > 0:
+		q.reset = end.Sub(now)
+	}
+	return q, true
+}
+
+// concurrencyWait is what a concurrency refusal says to wait: when a request in
+// flight ends is not known in advance, so it is the shortest wait Retry-After can
+// express.
+const concurrencyWait = time.Second
+
+// concurrency counts the requests being handled.
+type concurrency struct {
+	n        int
+	inFlight int
+}
+
+func (c *concurrency) check(time.Time) (bool, time.Duration) {
+	if c.inFlight < c.n {
+		return true, 0
+	}
+	return false, concurrencyWait
+}
+
+func (c *concurrency) take(now time.Time) time.Time {
+	c.inFlight++
+	return now
+}
+
+func (c *concurrency) release() { c.inFlight-- }
+
+func (c *concurrency) quota(time.Time) (quota, bool) { return quota{}, false }
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
