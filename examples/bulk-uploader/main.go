@@ -1,0 +1,278 @@
+// Command bulk-uploader uploads a batch of records to a quota-limited API
+// through a throttle.Transport, as fast as the quota allows and no faster,
+// and shows that nothing was wasted.
+//
+// With no flags it generates 1,000 records and uploads them to an embedded
+// fake API (throttletest) with a demo quota of 100 requests a second,
+// bursts of 10, answering 429 with Retry-After beyond it:
+//
+//	go run ./examples/bulk-uploader
+//
+// Records can also come as JSON lines from a file (-in records.jsonl) or
+// stdin (-in -), and go to a real API (-target https://api.example.com, with
+// -api-key). -naive runs the same job through a plain http.Client that
+// resends at once on 429, to show the resend storm the library avoids.
+//
+// Ctrl-C stops starting records; the ones under way finish and every record
+// is reported as uploaded, failed or not sent. A second Ctrl-C cancels those
+// under way. The exit status is 1 if any record failed, 130 if interrupted.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/time/rate"
+
+	"github.com/throttlehttp/throttle"
+	"github.com/throttlehttp/throttle/throttletest"
+)
+
+// The embedded demo API's quota, per API key.
+var demoQuota = throttletest.Config{
+	Limits:     []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 10}},
+	RetryAfter: throttletest.RetryAfterSeconds,
+	XRateLimit: true,
+	IETF:       true,
+	Latency:    2 * time.Millisecond,
+}
+
+func main() {
+	stop, abort, cancel := interrupts(os.Stderr)
+	defer cancel()
+	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, progress: true, demo: serveDemo}
+	code := a.main(stop, abort, os.Args[1:])
+	cancel()
+	os.Exit(code)
+}
+
+// interrupts returns two contexts: stop ends at the first Ctrl-C, abort at
+// the second.
+func interrupts(stderr io.Writer) (stop, abort context.Context, cancel func()) {
+	stop, cancelStop := context.WithCancel(context.Background())
+	abort, cancelAbort := context.WithCancel(context.Background())
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt)
+	done := make(chan struct{})
+	go func() {
+		for n := 0; ; n++ {
+			select {
+			case <-sig:
+			case <-done:
+				return
+			}
+			if n == 0 {
+				fmt.Fprintln(stderr, "\ninterrupted: finishing the records under way (Ctrl-C again to cancel them)")
+				cancelStop()
+			} else {
+				cancelAbort()
+			}
+		}
+	}()
+	return stop, abort, func() {
+		signal.Stop(sig)
+		close(done)
+		cancelStop()
+		cancelAbort()
+	}
+}
+
+// serveDemo starts the embedded API on a loopback socket.
+func serveDemo(cfg throttletest.Config) (target string, api *throttletest.API, base http.RoundTripper, closeFn func()) {
+	srv := throttletest.NewServer(cfg)
+	return srv.URL, srv.API, nil, srv.Close
+}
+
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	progress       bool
+	// demo starts the embedded API; base, if not nil, replaces the network.
+	demo func(throttletest.Config) (target string, api *throttletest.API, base http.RoundTripper, closeFn func())
+}
+
+type options struct {
+	n, workers, burst, queue int
+	in, target, method       string
+	apiKey                   string
+	rate                     float64
+	asJSON, naive            bool
+}
+
+func (a *app) parse(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("bulk-uploader", flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	fs.IntVar(&o.n, "n", 1000, "records to generate when -in is not given")
+	fs.StringVar(&o.in, "in", "", "JSON lines to upload, one record a line (- for stdin)")
+	fs.StringVar(&o.target, "target", "", "API base URL; records go to TARGET/records/ID (default: an embedded demo API)")
+	fs.StringVar(&o.method, "method", http.MethodPut, "PUT or POST")
+	fs.IntVar(&o.workers, "workers", 16, "records uploaded at once")
+	fs.Float64Var(&o.rate, "rate", 100, "requests per second to pace at (0: unpaced, only pauses on 429)")
+	fs.IntVar(&o.burst, "burst", 10, "token-bucket burst")
+	fs.IntVar(&o.queue, "queue", 0, "> 0: a leaky-bucket FIFO of this many waiting requests instead of a token bucket")
+	fs.StringVar(&o.apiKey, "api-key", "demo", "sent as X-API-Key")
+	fs.BoolVar(&o.asJSON, "json", false, "print the summary as JSON")
+	fs.BoolVar(&o.naive, "naive", false, "use a plain http.Client that resends at once on 429 instead of throttle")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	case o.method != http.MethodPut && o.method != http.MethodPost:
+		return o, fmt.Errorf("-method %q: want PUT or POST", o.method)
+	case o.workers < 1:
+		return o, errors.New("-workers must be at least 1")
+	case o.n < 0:
+		return o, errors.New("-n must not be negative")
+	}
+	if err := o.policy().Validate(); err != nil {
+		return o, fmt.Errorf("-rate %v -burst %d -queue %d: %w", o.rate, o.burst, o.queue, err)
+	}
+	return o, nil
+}
+
+func (o options) policy() throttle.Policy {
+	if o.rate == 0 {
+		return throttle.Policy{}
+	}
+	if o.queue > 0 {
+		return throttle.Policy{Rate: rate.Limit(o.rate), Queue: o.queue}
+	}
+	return throttle.Policy{Rate: rate.Limit(o.rate), Burst: o.burst}
+}
+
+// main runs the job and returns the exit status.
+func (a *app) main(stop, abort context.Context, args []string) int {
+	o, err := a.parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(a.stderr, "bulk-uploader:", err)
+		return 2
+	}
+	recs, err := a.records(o)
+	if err != nil {
+		fmt.Fprintln(a.stderr, "bulk-uploader:", err)
+		return 2
+	}
+
+	s := summary{Client: "throttle", Target: o.target}
+	var api *throttletest.API
+	var base http.RoundTripper
+	quotaRate, quotaBurst := o.rate, o.burst
+	if o.target == "" {
+		var closeFn func()
+		o.target, api, base, closeFn = a.demo(demoQuota)
+		defer closeFn()
+		l := demoQuota.Limits[0]
+		quotaRate, quotaBurst = l.Rate, l.Burst
+		s.Target = o.target + " (embedded demo API: 100 requests/s, bursts of 10)"
+	}
+	if base == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = o.workers
+		defer tr.CloseIdleConnections()
+		base = tr
+	}
+
+	var throttled atomic.Int64
+	var send sender
+	var rt *throttle.Transport
+	if o.naive {
+		s.Client = "naive (resend at once on 429)"
+		send = naiveWith(&http.Client{Transport: base}, o.method, o.target, o.apiKey, &throttled)
+	} else {
+		rt = throttle.New(base, throttle.WithPolicy(o.policy()), throttle.WithEvents(func(e throttle.Event) {
+			if e.Kind == throttle.EventThrottled {
+				throttled.Add(1)
+			}
+		}))
+		defer rt.Close()
+		send = uploadWith(&http.Client{Transport: rt}, o.method, o.target, o.apiKey)
+	}
+
+	bar := a.bar(len(recs))
+	var naiveRetries atomic.Int64
+	start := time.Now()
+	results := run(stop, abort, recs, o.workers, send, func(r result) {
+		naiveRetries.Add(int64(r.retries))
+		bar.Describe(fmt.Sprintf("uploading (429s: %d)", throttled.Load()))
+		_ = bar.Add(1)
+	})
+	_ = bar.Finish()
+	s.WallSecs = time.Since(start).Seconds()
+	s.IdealSecs = ideal(len(recs), quotaBurst, quotaRate).Seconds()
+
+	if rt != nil {
+		st := rt.Stats().Total
+		s.Attempts, s.Throttled, s.Retries, s.WaitSecs = st.Attempts, st.Throttled, st.Retries, st.WaitTime.Seconds()
+	} else {
+		s.Throttled, s.Retries = throttled.Load(), naiveRetries.Load()
+	}
+	s.count(results)
+	if rt == nil {
+		s.Attempts = int64(s.Uploaded+s.Failed) + s.Retries
+		s.PerRecord = 0
+		if sent := s.Uploaded + s.Failed; sent > 0 {
+			s.PerRecord = float64(s.Attempts) / float64(sent)
+		}
+	}
+	if api != nil {
+		t := api.Stats().Total
+		s.Server = &server{Requests: t.Requests, Accepted: t.Accepted, Throttled: t.Throttled, PeakPerSecond: t.PeakPerSecond}
+	}
+	s.print(a.stdout, o.asJSON)
+	switch {
+	case s.Failed > 0:
+		return 1
+	case s.NotSent > 0:
+		return 130
+	}
+	return 0
+}
+
+func (a *app) records(o options) ([]record, error) {
+	switch o.in {
+	case "":
+		return generate(o.n), nil
+	case "-":
+		return readAll(a.stdin)
+	}
+	f, err := os.Open(o.in)
+	if err != nil {
+		return nil, err
+	}
+	// The file stays open for the process: each record's body is read from
+	// it, as often as the record is sent.
+	return readFile(f)
+}
+
+func (a *app) bar(n int) *progressbar.ProgressBar {
+	w := a.stderr
+	if !a.progress {
+		w = io.Discard
+	}
+	return progressbar.NewOptions(n,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription("uploading"),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("records"),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionShowElapsedTimeOnFinish(),
+		progressbar.OptionSetVisibility(a.progress),
+	)
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// result is how one record's upload ended. Every record ends in exactly one
+// of: uploaded (err == nil, 2xx), failed (err != nil), or not sent, when the
+// job was interrupted before its turn.
+type result struct {
+	rec     record
+	sent    bool
+	status  int
+	err     error
+	retries int // naive client only: resends after a 429
+}
+
+func (r result) ok() bool { return r.sent && r.err == nil }
+
+// sender uploads one record and says how it went.
+type sender func(ctx context.Context, rec record) result
+
+// run uploads recs with the given number of workers. When stop is done, no
+// further record is started; the ones under way finish (or fail with abort,
+// the context of their requests). It returns one result per record, in the
+// order of recs, and calls done after each record that was sent.
+func run(stop, abort context.Context, recs []record, workers int, send sender, done func(result)) []result {
+	results := make([]result, len(recs))
+	for i, r := range recs {
+		results[i].rec = r
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				results[i] = send(abort, recs[i])
+				results[i].sent = true
+				done(results[i])
+			}
+		}()
+	}
+dispatch:
+	for i := range recs {
+		if stop.Err() != nil {
+			break
+		}
+		select {
+		case next <- i:
+		case <-stop.Done():
+			break dispatch
+		}
+	}
+	close(next)
+	wg.Wait()
+	return results
+}
+
+// uploadWith returns a sender that uploads through client, the way a user of
+// the library would: one request per record, the transport doing the
+// pacing, the pausing and the retries.
+func uploadWith(client *http.Client, method, target, apiKey string) sender {
+	return func(ctx context.Context, rec record) result {
+		res := result{rec: rec}
+		req, err := rec.request(method, recordURL(target, rec.id), apiKey)
+		if err != nil {
+			res.err = err
+			return res
+		}
+		resp, err := client.Do(req.WithContext(ctx))
+		if err != nil {
+			res.err = err
+			return res
+		}
+		res.status = resp.StatusCode
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			res.err = fmt.Errorf("%s", resp.Status)
+		}
+		return res
+	}
+}
+
+// naiveWith returns a sender that does what many clients do: resend at once
+// on 429, as often as it takes (up to maxNaive attempts). It shows the
+// resend storm the library avoids.
+func naiveWith(client *http.Client, method, target, apiKey string, throttled *atomic.Int64) sender {
+	const maxNaive = 1000
+	upload := uploadWith(client, method, target, apiKey)
+	return func(ctx context.Context, rec record) result {
+		var res result
+		for attempt := 1; ; attempt++ {
+			res = upload(ctx, rec)
+			if res.status == http.StatusTooManyRequests {
+				throttled.Add(1)
+			}
+			if res.status != http.StatusTooManyRequests || attempt == maxNaive || ctx.Err() != nil {
+				res.retries = attempt - 1
+				return res
+			}
+		}
+	}
+}
+
+func recordURL(target, id string) string {
+	return strings.TrimSuffix(target, "/") + "/records/" + id
+}
