@@ -16,10 +16,10 @@ import (
 type keyState struct {
 	key   string
 	pol   *policy
-	lim   *rate.Limiter // nil: unpaced
 	slots chan struct{} // MaxInFlight semaphore; nil: no cap
 
 	mu         sync.Mutex
+	lim        *rate.Limiter // nil: unpaced (a pace may be learned, see adapt.go)
 	wins       []windowLog
 	head, tail *waiter // the line
 	waiting    int
@@ -27,8 +27,9 @@ type keyState struct {
 	pauseUntil time.Time // the server said: nothing before this
 	pauseBy    string    // which header set the pause
 	probe      probeState
-	ramp       int // > 0: at most this many attempts awaiting their response
-	sending    int // attempts sent, response not yet in
+	ramp       int        // > 0: at most this many attempts awaiting their response
+	sending    int        // attempts sent, response not yet in
+	adapt      adaptation // the pace's record of the server's objections
 	budget     budget
 
 	refs  int  // RoundTrips holding the state
@@ -221,7 +222,9 @@ func (k *keys) created(t *Transport, m *sync.Map) {
 			if drop {
 				ks.dead = true
 				k.evicted.Lock()
-				k.gone.add(&ks.stats)
+				st := ks.stats
+				st.Queued, st.InFlight, st.Rate = 0, 0, 0 // gauges of the live
+				k.gone.add(&st)
 				k.evicted.Unlock()
 			}
 			ks.mu.Unlock()

@@ -22,9 +22,10 @@ func compile(p Policy) *policy {
 	return cp
 }
 
-// newLimiter returns the key's pacer: a token bucket of depth Burst, or, for
-// a leaky bucket, one of depth 1 (an idle queue releases at once, then one
-// every 1/Rate, never two closer). nil: unpaced.
+// newLimiter returns the key's pacer: a token bucket of depth Burst-1 (one
+// token is held in reserve, see Policy.Burst), or, for a leaky bucket, one
+// of depth 1 (an idle queue releases at once, then one every 1/Rate, never
+// two closer). nil: unpaced.
 func (p *policy) newLimiter() *rate.Limiter {
 	switch {
 	case !p.paced():
@@ -32,7 +33,7 @@ func (p *policy) newLimiter() *rate.Limiter {
 	case p.Queue > 0:
 		return rate.NewLimiter(p.Rate, 1)
 	default:
-		return rate.NewLimiter(p.Rate, p.Burst)
+		return rate.NewLimiter(p.Rate, max(1, p.Burst-1))
 	}
 }
 

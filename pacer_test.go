@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/throttlehttp/throttle"
+	"github.com/throttlehttp/throttle/throttletest"
 )
 
 // launch starts n requests to url, one after the other in arrival order,
@@ -37,14 +38,15 @@ func launch(t *testing.T, rt *throttle.Transport, n int, url string) []error {
 func TestTokenBucketBurstThenRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
-		rt := throttle.New(rec, throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 3}))
+		rt := throttle.New(rec, throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 4}))
 		defer rt.Close()
 		for _, err := range launch(t, rt, 7, "http://api.example.com/") {
 			require.NoError(t, err)
 		}
+		// Burst-1 at once (one token in reserve), then one every 1/Rate.
 		assert.Equal(t, []time.Duration{0, 0, 0, ms(100), ms(200), ms(300), ms(400)}, rec.times())
 
-		time.Sleep(time.Second) // the bucket refills up to Burst, no more
+		time.Sleep(time.Second) // the bucket refills up to Burst-1, no more
 		start := time.Since(rec.start)
 		for _, err := range launch(t, rt, 4, "http://api.example.com/") {
 			require.NoError(t, err)
@@ -58,6 +60,44 @@ func TestTokenBucketBurstThenRate(t *testing.T) {
 		assert.EqualValues(t, 11, st.Attempts)
 		assert.EqualValues(t, 5, st.Waited)
 		assert.Equal(t, ms(100+200+300+400+100), st.WaitTime)
+		assert.EqualValues(t, 10, st.Rate)
+	})
+}
+
+func TestTokenReserveAbsorbsLatencyJitter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The server's bucket: 10/s, depth 3, its clock started by the first
+		// request to arrive. The requests of the first burst pay 30ms for
+		// dialing their connections; the later ones arrive after 1ms, so to
+		// the server they look 29ms early.
+		api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
+			{Algorithm: throttletest.TokenBucket, Rate: 10, Burst: 3}}})
+		start := time.Now()
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			if time.Since(start) == 0 {
+				time.Sleep(30 * time.Millisecond)
+			} else {
+				time.Sleep(time.Millisecond)
+			}
+			return api.RoundTrip(r)
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 3}))
+		defer rt.Close()
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req := newReq(t, context.Background(), http.MethodGet, "http://api.test/")
+				req.Header.Set("X-API-Key", "k")
+				resp, err := rt.RoundTrip(req)
+				require.NoError(t, err)
+				resp.Body.Close()
+			}()
+		}
+		wg.Wait()
+		assert.Zero(t, api.Stats().Total.Throttled)
+		assert.EqualValues(t, 20, api.Stats().Total.Requests)
 	})
 }
 
@@ -168,7 +208,7 @@ func TestWindowWithBucketTakesNothingWhileWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
 		rt := throttle.New(rec, throttle.WithPolicy(throttle.Policy{
-			Rate: 1, Burst: 2, Windows: []throttle.Window{{N: 2, Per: 10 * time.Second}},
+			Rate: 1, Burst: 3, Windows: []throttle.Window{{N: 2, Per: 10 * time.Second}},
 		}))
 		defer rt.Close()
 		launch(t, rt, 4, "http://wb.test/")

@@ -71,7 +71,11 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 		case !h.throttled:
 			ks.probe = probeDue // no verdict: the next attempt probes again
 		}
-	} else if ks.ramp > 0 && ok {
+	} else if ok {
+		ks.adapt.accepted++
+		ks.recover(now)
+	}
+	if !tk.probe && ks.ramp > 0 && ok {
 		ks.ramp++ // slow start: one more per answer, doubling per round trip
 		if ks.ramp > ks.waiting+ks.sending {
 			ks.ramp = 0 // no backlog left to hold back
@@ -90,8 +94,9 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	if !until.After(ks.pauseUntil) {
 		return time.Time{}, ""
 	}
-	if !ks.pauseUntil.After(now) {
+	if !ks.pauseUntil.After(now) && pause > 0 {
 		ks.stats.Pauses++
+		ks.slow(now)
 	}
 	ks.pauseUntil, ks.pauseBy = until, source
 	ks.ramp = 0

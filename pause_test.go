@@ -173,17 +173,60 @@ func TestPauseHoldsPacedWaitersAndResumesThroughPacer(t *testing.T) {
 			synctest.Wait()
 		}
 		wg.Wait()
-		// x0..x4 go at 0 (the burst); x2's 429 arrives at 10ms: paused until
-		// 3.01s. x5..x9, waiting for tokens, wait for the pause too. At 3.01s
-		// the retry of x2 probes alone; its answer (3.02s) takes the 4 whole
-		// tokens left, so the five waiting follow at 10/s, not as a burst.
+		// x0..x3 go at 0 (the burst, one token in reserve); x2's 429 arrives
+		// at 10ms: paused until 3.01s, and the rate cut to 8/s. x4..x9,
+		// waiting for tokens, wait for the pause too. At 3.01s the retry of
+		// x2 probes alone; its answer (3.02s) takes the whole tokens left, so
+		// the six waiting follow at 8/s, not as a burst.
 		sec := time.Second
-		assert.Equal(t, []time.Duration{0, 0, 0, 0, 0, 3*sec + ms(10),
-			3*sec + ms(110), 3*sec + ms(210), 3*sec + ms(310), 3*sec + ms(410), 3*sec + ms(510)}, s.times(""))
-		assert.Equal(t, "/x2", s.attempts()[5].path, "the throttled request probes first")
-		for i, a := range s.attempts()[6:] {
-			assert.Equal(t, fmt.Sprint("/x", i+5), a.path, "the backlog follows in arrival order")
+		assert.Equal(t, []time.Duration{0, 0, 0, 0, 3*sec + ms(10),
+			3*sec + ms(135), 3*sec + ms(260), 3*sec + ms(385), 3*sec + ms(510), 3*sec + ms(635), 3*sec + ms(760)}, s.times(""))
+		assert.Equal(t, "/x2", s.attempts()[4].path, "the throttled request probes first")
+		for i, a := range s.attempts()[5:] {
+			assert.Equal(t, fmt.Sprint("/x", i+4), a.path, "the backlog follows in arrival order")
 		}
+		assert.EqualValues(t, 8, rt.Stats().Keys["p.test"].Rate)
+	})
+}
+
+func TestRateSlowsAfterThrottleAndRecovers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		throttleNext := false
+		var mu sync.Mutex
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if throttleNext {
+				throttleNext = false
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 1}))
+		defer rt.Close()
+		rate := func() float64 { return float64(rt.Stats().Keys["s.test"].Rate) }
+		steps := []struct {
+			throttle bool
+			want     float64
+		}{
+			{true, 80}, {true, 64}, {true, 51.2}, {false, 56.2}, {false, 61.2},
+		}
+		for i, st := range steps {
+			mu.Lock()
+			throttleNext = st.throttle
+			mu.Unlock()
+			require.NoError(t, do(t, rt, "http://s.test/"))
+			if !st.throttle {
+				time.Sleep(10 * time.Second) // a quiet spell, then an answer
+				require.NoError(t, do(t, rt, "http://s.test/"))
+			}
+			assert.InDelta(t, st.want, rate(), 1e-9, "step %d", i)
+		}
+		for range 20 {
+			time.Sleep(10 * time.Second)
+			require.NoError(t, do(t, rt, "http://s.test/"))
+		}
+		assert.EqualValues(t, 100, rate(), "never above Policy.Rate")
 	})
 }
 

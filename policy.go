@@ -18,12 +18,24 @@ import (
 // handling of 429s and 503s (a pause for the whole key, retries).
 type Policy struct {
 	// Rate is the sustained number of requests per second. 0 or rate.Inf:
-	// unpaced (Burst and Queue must then be 0).
+	// unpaced (Queue must then be 0).
+	//
+	// A throttled answer that pauses the key also lowers its rate to 0.8 of
+	// what it was (never below a tenth of Rate), since the server has just
+	// said the pace is too fast; each 10 seconds without one raise it again
+	// by a twentieth of Rate, up to Rate.
 	Rate rate.Limit
 
-	// Burst is the depth of the token bucket: how many requests may go at
-	// once after the key has been idle. Required (> 0) with a finite Rate,
-	// unless Queue is set; ignored with Queue.
+	// Burst is the depth of the server's token bucket. Required (> 0) with a
+	// finite Rate, unless Queue is set; ignored with Queue.
+	//
+	// One token is held in reserve: after the key has been idle, at most
+	// Burst-1 requests go at once (1 when Burst is 1). Requests reach the
+	// server with varying latency (the first of a run pays for dialing its
+	// connection), and a client that spends the server's last token is
+	// refused whenever a request overtakes the one before it; the reserve
+	// absorbs up to 1/Rate of such jitter, for the price of one request's
+	// time once per run.
 	Burst int
 
 	// Queue > 0 makes the key a leaky bucket instead of a token bucket: a

@@ -1,6 +1,10 @@
 package throttle
 
-import "time"
+import (
+	"time"
+
+	"golang.org/x/time/rate"
+)
 
 // Stats is a snapshot of what a Transport has done, per key and in total.
 type Stats struct {
@@ -20,6 +24,7 @@ type KeyStats struct {
 	WaitTime time.Duration // time those requests waited, summed
 	Queued   int           // attempts waiting for their turn now
 	InFlight int           // attempts sent whose response is not yet in
+	Rate     rate.Limit    // the key's pace now (below Policy.Rate after 429s); 0: unpaced
 
 	Throttled   int64 // 429 responses (and 403s that say the quota is spent)
 	Unavailable int64 // 503 responses
@@ -42,6 +47,7 @@ func (s *KeyStats) add(o *KeyStats) {
 	s.WaitTime += o.WaitTime
 	s.Queued += o.Queued
 	s.InFlight += o.InFlight
+	s.Rate += o.Rate
 	s.Throttled += o.Throttled
 	s.Unavailable += o.Unavailable
 	s.Retries += o.Retries
@@ -70,6 +76,9 @@ func (t *Transport) Stats() Stats {
 			if !ks.dead {
 				ks.stats.Queued = ks.waiting
 				ks.stats.InFlight = ks.sending
+				if ks.lim != nil {
+					ks.stats.Rate = ks.lim.Limit()
+				}
 				k := s.Keys[ks.key]
 				k.add(&ks.stats)
 				s.Keys[ks.key] = k

@@ -1,0 +1,79 @@
+package throttle
+
+import (
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// The pace adapts to what the server says. A throttled answer that begins a
+// pause means the pace was too fast: a paced key's rate drops at once and
+// comes back slowly. An unpaced key that is throttled twice learns a pace:
+// between two throttled answers the server's bucket went from empty to
+// empty, so the requests it accepted in between, over that time, are a rate
+// it can bear (a lower bound: its bucket overflowed during the pause). From
+// there the learned pace doubles each quiet second until the server objects
+// again, then behaves as a configured one.
+const (
+	slowFactor   = 0.8              // a throttled answer cuts the rate to this share
+	slowestShare = 0.1              // a configured rate never drops below this share
+	recoverEvery = 10 * time.Second // a quiet spell this long raises the rate
+	recoverShare = 0.05             // by this share of Policy.Rate (of itself, if learned)
+	growEvery    = time.Second      // a learned pace doubles after this long quiet
+	slowestRate  = rate.Limit(0.1)  // a learned pace never drops below this
+)
+
+// adaptation is a key's record of the server's objections.
+type adaptation struct {
+	adjusted time.Time // when the rate was last lowered or raised
+	since    time.Time // when the last pause began; zero before the first
+	accepted int       // answers that were not throttled since then
+	learned  bool      // lim was learned, not configured
+	growing  bool      // a learned pace still doubling
+}
+
+// slow lowers the key's pace after a throttled answer began a pause at now,
+// or learns one for an unpaced key throttled for the second time.
+func (ks *keyState) slow(now time.Time) {
+	a := &ks.adapt
+	defer func() { a.since, a.accepted = now, 0 }()
+	switch {
+	case ks.lim == nil && (a.since.IsZero() || a.accepted == 0):
+		// The first pause (the server's bucket was full when we began), or
+		// nothing accepted since the last: no rate to learn.
+		return
+	case ks.lim == nil:
+		r := rate.Limit(float64(a.accepted) / now.Sub(a.since).Seconds())
+		ks.lim = rate.NewLimiter(max(r, slowestRate), 1)
+		a.learned, a.growing, a.adjusted = true, true, now
+		return
+	case a.learned:
+		a.growing = false
+		ks.lim.SetLimitAt(now, max(ks.lim.Limit()*slowFactor, slowestRate))
+	default:
+		ks.lim.SetLimitAt(now, max(ks.lim.Limit()*slowFactor, ks.pol.Rate*slowestShare))
+	}
+	a.adjusted = now
+}
+
+// recover raises a slowed or learned pace after a quiet spell; a configured
+// one goes no higher than Policy.Rate.
+func (ks *keyState) recover(now time.Time) {
+	a := &ks.adapt
+	switch {
+	case ks.lim == nil:
+	case a.growing:
+		if now.Sub(a.adjusted) >= growEvery {
+			ks.lim.SetLimitAt(now, 2*ks.lim.Limit())
+			a.adjusted = now
+		}
+	case a.learned:
+		if now.Sub(a.adjusted) >= recoverEvery {
+			ks.lim.SetLimitAt(now, ks.lim.Limit()*(1+recoverShare))
+			a.adjusted = now
+		}
+	case ks.lim.Limit() < ks.pol.Rate && now.Sub(a.adjusted) >= recoverEvery:
+		ks.lim.SetLimitAt(now, min(ks.pol.Rate, ks.lim.Limit()+ks.pol.Rate*recoverShare))
+		a.adjusted = now
+	}
+}

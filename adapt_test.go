@@ -1,0 +1,109 @@
+package throttle_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
+
+	"github.com/throttlehttp/throttle"
+	"github.com/throttlehttp/throttle/throttletest"
+)
+
+// job uploads n records with 16 workers through rt to api and returns how
+// long it took.
+func job(t *testing.T, rt http.RoundTripper, n int) time.Duration {
+	t.Helper()
+	start := time.Now()
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				req := newReq(t, context.Background(), http.MethodPut, fmt.Sprint("http://api.test/records/", i))
+				req.Header.Set("X-API-Key", "k")
+				resp, err := rt.RoundTrip(req)
+				if assert.NoError(t, err) {
+					assert.Equal(t, http.StatusOK, resp.StatusCode)
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return time.Since(start)
+}
+
+// quotaAPI is a 100/s token bucket, burst 10, that answers 429 with a
+// whole-second Retry-After, 2ms away.
+func quotaAPI() (*throttletest.API, http.RoundTripper) {
+	api := throttletest.NewAPI(throttletest.Config{
+		Limits: []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 10}},
+	})
+	return api, rtFunc(func(r *http.Request) (*http.Response, error) {
+		time.Sleep(time.Millisecond)
+		resp, err := api.RoundTrip(r)
+		time.Sleep(time.Millisecond)
+		return resp, err
+	})
+}
+
+func TestUnpacedKeyLearnsAPace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api, base := quotaAPI()
+		rt := throttle.New(base)
+		defer rt.Close()
+		took := job(t, rt, 1000)
+		ideal := 9900 * time.Millisecond // (1000 - 10) / 100
+		st := api.Stats().Total
+		assert.EqualValues(t, 1000, st.Accepted)
+		assert.LessOrEqual(t, float64(st.Requests)/1000, 1.5, "requests per record")
+		// Without a learned pace, each pause ends in a burst that empties
+		// the server's bucket again: about 10x the ideal time.
+		assert.Less(t, took, 3*ideal)
+		learned := rt.Stats().Keys["api.test"].Rate
+		assert.Greater(t, learned, rate.Limit(0), "a pace was learned")
+		t.Logf("took %v (%.2fx ideal), %d requests, %d 429s, learned %.1f/s", took, float64(took)/float64(ideal), st.Requests, st.Throttled, learned)
+	})
+}
+
+func TestPaceAboveQuotaSettles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api, base := quotaAPI()
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 125, Burst: 10}))
+		defer rt.Close()
+		took := job(t, rt, 1000)
+		st := api.Stats().Total
+		assert.EqualValues(t, 1000, st.Accepted)
+		assert.LessOrEqual(t, float64(st.Requests)/1000, 1.05)
+		assert.Less(t, took, 12*time.Second, "within 1.2x the ideal 9.9s")
+		assert.LessOrEqual(t, st.Throttled, int64(2), "one cut of the rate settles it")
+	})
+}
+
+func TestPaceAtQuotaNeverThrottled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api, base := quotaAPI()
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 10}))
+		defer rt.Close()
+		took := job(t, rt, 1000)
+		st := api.Stats().Total
+		assert.EqualValues(t, 1000, st.Requests, "one request per record")
+		assert.Zero(t, st.Throttled)
+		assert.LessOrEqual(t, took, 10*time.Second)
+		require.LessOrEqual(t, st.PeakPerSecond, int64(110))
+	})
+}
