@@ -20,6 +20,8 @@ echo "== go test -race"
 go test -race -count=1 ./...
 
 echo "== fuzz (10s each)"
-for target in $(go test -list '^Fuzz' . | grep '^Fuzz'); do
-	go test -run '^$' -fuzz "^${target}\$" -fuzztime 10s .
+for pkg in . ./throttletest; do
+	for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz'); do
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime 10s "$pkg"
+	done
 done

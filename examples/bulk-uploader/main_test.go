@@ -139,8 +139,10 @@ func TestNaiveClientStorms(t *testing.T) {
 	})
 	var s summary
 	require.NoError(t, json.Unmarshal(out.Bytes(), &s))
-	assert.Equal(t, 0, code)
-	assert.Equal(t, 300, s.Uploaded)
+	// A record can starve for its 1000 attempts in the scramble; then it
+	// fails, and says so.
+	assert.Equal(t, 300, s.Uploaded+s.Failed)
+	assert.Equal(t, map[bool]int{true: 1, false: 0}[s.Failed > 0], code)
 	assert.Greater(t, s.PerRecord, 2.0, "resending at once on 429 wastes requests")
 	assert.EqualValues(t, s.Server.Requests, s.Attempts)
 }
