@@ -21,6 +21,8 @@ const (
 	recoverShare = 0.05             // by this share of Policy.Rate (of itself, if learned)
 	growEvery    = time.Second      // a learned pace doubles after this long quiet
 	slowestRate  = rate.Limit(0.1)  // a learned pace never drops below this
+	fastestRate  = rate.Limit(1e6)  // nor grows above this
+	forgetAfter  = time.Minute      // an adapted pace is kept this long after its last change
 )
 
 // adaptation is a key's record of the server's objections.
@@ -62,18 +64,27 @@ func (ks *keyState) recover(now time.Time) {
 	a := &ks.adapt
 	switch {
 	case ks.lim == nil:
+	case a.learned && ks.waiting == 0:
+		// The pace holds nobody back: raising it would prove nothing.
 	case a.growing:
 		if now.Sub(a.adjusted) >= growEvery {
-			ks.lim.SetLimitAt(now, 2*ks.lim.Limit())
+			ks.lim.SetLimitAt(now, min(2*ks.lim.Limit(), fastestRate))
 			a.adjusted = now
 		}
 	case a.learned:
 		if now.Sub(a.adjusted) >= recoverEvery {
-			ks.lim.SetLimitAt(now, ks.lim.Limit()*(1+recoverShare))
+			ks.lim.SetLimitAt(now, min(ks.lim.Limit()*(1+recoverShare), fastestRate))
 			a.adjusted = now
 		}
 	case ks.lim.Limit() < ks.pol.Rate && now.Sub(a.adjusted) >= recoverEvery:
 		ks.lim.SetLimitAt(now, min(ks.pol.Rate, ks.lim.Limit()+ks.pol.Rate*recoverShare))
 		a.adjusted = now
 	}
+}
+
+// keep reports whether the key's pace was adapted recently enough to be
+// worth keeping when the key is otherwise idle.
+func (ks *keyState) keep(now time.Time) bool {
+	adapted := ks.adapt.learned || ks.lim != nil && ks.lim.Limit() < ks.pol.Rate
+	return adapted && now.Sub(ks.adapt.adjusted) < forgetAfter
 }

@@ -39,8 +39,8 @@ func ExamplePolicy_Validate() {
 }
 
 func ExampleWithEvents() {
-	// A fake server that throttles the first request (with a Retry-After of
-	// 0, so that the example does not wait).
+	// A fake server that throttles the first request, with a Retry-After of
+	// 0 (and a backoff of at most a microsecond, so the example does not wait).
 	first := true
 	base := rtFunc(func(r *http.Request) (*http.Response, error) {
 		if first {
@@ -51,15 +51,14 @@ func ExampleWithEvents() {
 	})
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == "time" || a.Key == "until" {
+			if a.Key == "time" || a.Key == "until" || a.Key == "delay" {
 				return slog.Attr{} // keep the output deterministic
 			}
 			return a
 		},
 	}))
-	rt := throttle.New(base, throttle.WithEvents(func(e throttle.Event) {
-		logger.Info("throttle", "event", e)
-	}))
+	rt := throttle.New(base, throttle.WithRetry(throttle.Retry{InitialDelay: time.Microsecond}),
+		throttle.WithEvents(func(e throttle.Event) { logger.Info("throttle", "event", e) }))
 	defer rt.Close()
 	req, _ := http.NewRequest(http.MethodPut, "https://api.example.com/items/1", strings.NewReader("{}"))
 	resp, err := rt.RoundTrip(req)

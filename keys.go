@@ -14,13 +14,13 @@ import (
 // mutex guards every field but the immutable ones; different keys share no
 // lock.
 type keyState struct {
-	key   string
-	pol   *policy
-	slots chan struct{} // MaxInFlight semaphore; nil: no cap
+	key string
+	pol *policy
 
 	mu         sync.Mutex
 	lim        *rate.Limiter // nil: unpaced (a pace may be learned, see adapt.go)
 	wins       []windowLog
+	holding    int     // in-flight slots held (MaxInFlight > 0)
 	head, tail *waiter // the line
 	waiting    int
 
@@ -57,6 +57,9 @@ func (ks *keyState) readyAt(now time.Time, mono time.Duration) (time.Time, strin
 	}
 	if ks.ramp > 0 && ks.sending >= ks.ramp {
 		return never, "ramp"
+	}
+	if ks.pol.MaxInFlight > 0 && ks.holding >= ks.pol.MaxInFlight {
+		return never, "in-flight"
 	}
 	at, limit := now, ""
 	if ks.pauseUntil.After(at) {
@@ -98,9 +101,10 @@ func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead int) (ti
 	return at, limit
 }
 
-// take admits the head at now: a token, an entry in every window, and the
-// probe if one is due. readyAt(now) must have said now.
-func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) (probe bool) {
+// take admits the head at now: a token, an entry in every window, an
+// in-flight slot, and the probe if one is due. readyAt(now) must have said
+// now.
+func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) (tk ticket) {
 	ks.stats.Attempts++
 	if !retry {
 		ks.budget.first(now)
@@ -112,21 +116,34 @@ func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) (probe b
 		ks.wins[i].add(mono)
 	}
 	ks.sending++
+	if ks.pol.MaxInFlight > 0 {
+		ks.holding++
+		tk.slot = true
+	}
 	if ks.probe == probeDue {
 		ks.probe = probeOut
-		return true
+		tk.probe = true
 	}
-	return false
+	return tk
+}
+
+// freeSlot gives back an in-flight slot and lets the head recompute.
+func (ks *keyState) freeSlot() {
+	ks.mu.Lock()
+	ks.holding--
+	ks.wakeHead()
+	ks.mu.Unlock()
 }
 
 // idle reports whether the state holds nothing that matters at now, so it
 // can be dropped: nobody holds it, the bucket is full, the queue empty, the
-// windows expired, no pause, no probe on the wire. (A ramp, or a probe due,
+// windows expired, no pause, no probe on the wire, no pace adapted in the
+// last minute. (A ramp, or a probe due,
 // with nobody left to hold back is over; the retry budget's counts are let
 // go: an idle key draws no retries to limit.)
 func (ks *keyState) idle(now time.Time, mono time.Duration) bool {
 	if ks.refs > 0 || ks.waiting > 0 || ks.sending > 0 ||
-		ks.pauseUntil.After(now) || len(ks.slots) > 0 {
+		ks.pauseUntil.After(now) || ks.holding > 0 || ks.keep(now) {
 		return false
 	}
 	if ks.lim != nil && ks.lim.TokensAt(now) < float64(ks.lim.Burst()) {
@@ -189,9 +206,6 @@ func (t *Transport) acquire(p *policy, key string) *keyState {
 
 func (t *Transport) newKeyState(p *policy, key string) *keyState {
 	ks := &keyState{key: key, pol: p, lim: p.newLimiter()}
-	if p.MaxInFlight > 0 {
-		ks.slots = make(chan struct{}, p.MaxInFlight)
-	}
 	if len(p.Windows) > 0 {
 		ks.wins = make([]windowLog, len(p.Windows))
 		for i, w := range p.Windows {

@@ -17,6 +17,7 @@ type config struct {
 	def      *policy            // WithPolicy; nil: unpaced
 	exact    map[string]*policy // WithHostPolicy hostnames (lower-cased)
 	wildcard map[string]*policy // WithHostPolicy "*.domain", keyed by "domain"
+	ports    bool               // some exact pattern names a port
 	key      func(*http.Request) string
 	retry    Retry
 	events   func(Event)
@@ -48,6 +49,7 @@ func WithHostPolicy(pattern string, p Policy) Option {
 			c.wildcard[dom] = compile(p)
 		} else {
 			c.exact[pattern] = compile(p)
+			c.ports = c.ports || strings.Contains(pattern, ":")
 		}
 	})
 }
@@ -84,10 +86,21 @@ func mustValidate(where string, p Policy) {
 }
 
 // policyFor returns the policy of a request to host (lower-cased
-// "name[:port]") whose hostname is name.
-func (c *config) policyFor(host, name string) *policy {
+// "name[:port]", the port left out when it is the scheme's default) whose
+// hostname is name.
+func (c *config) policyFor(scheme, host, name string) *policy {
 	if p, ok := c.exact[host]; ok {
 		return p
+	}
+	if host == name && c.ports {
+		// A pattern may spell out the scheme's default port.
+		port := "443"
+		if scheme == "http" {
+			port = "80"
+		}
+		if p, ok := c.exact[name+":"+port]; ok {
+			return p
+		}
 	}
 	if host != name {
 		if p, ok := c.exact[name]; ok {

@@ -23,21 +23,25 @@ func readHint(resp *http.Response, now time.Time) hint {
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests:
 		h.throttled = true
-	case http.StatusServiceUnavailable, http.StatusForbidden:
+	case http.StatusServiceUnavailable, http.StatusForbidden, http.StatusBadGateway, http.StatusGatewayTimeout:
 	default:
 		return h
 	}
-	if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
+	if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), now); ok && resp.StatusCode != http.StatusForbidden {
 		h.wait, h.hasWait, h.source = ra, true, "Retry-After"
 		h.throttled = h.throttled || resp.StatusCode == http.StatusServiceUnavailable
+	}
+	switch resp.StatusCode {
+	case http.StatusBadGateway, http.StatusGatewayTimeout:
+		return h // a floor for the retry's delay; no news about the quota
 	}
 	q, ok := ParseQuota(resp.Header, now)
 	if resp.StatusCode == http.StatusForbidden {
 		// GitHub's primary rate limit: 403 with the quota spent.
-		h.throttled = ok && q.Exhausted()
-		if !h.throttled {
+		if !ok || !q.Exhausted() {
 			return hint{}
 		}
+		h.throttled = true
 	}
 	if h.throttled && !h.hasWait && ok && q.HasReset {
 		h.wait, h.hasWait = q.Reset, true
@@ -50,8 +54,8 @@ func readHint(resp *http.Response, now time.Time) hint {
 }
 
 // learn records an attempt's outcome at the key: the answer it got, a pause
-// if the server asked for one (pause > 0 if it did not say how long), and
-// the end of a probe. It reports the pause's end if one began or grew.
+// of the given length if the answer throttled, and the end of a probe. It
+// reports the pause's end if one began or grew.
 func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, pause time.Duration, now time.Time) (until time.Time, source string) {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
@@ -64,14 +68,15 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 		ks.stats.Unavailable++
 	}
 	if tk.probe {
-		ks.probe = probeNone
-		switch {
-		case ok:
+		// The probe's answer decides, unless a pause began or grew while it
+		// was out: then the next attempt after that pause probes again.
+		ks.probe = probeDue
+		if ok && !ks.pauseUntil.After(now) {
+			ks.probe = probeNone
 			ks.resume(now)
-		case !h.throttled:
-			ks.probe = probeDue // no verdict: the next attempt probes again
 		}
-	} else if ok {
+	}
+	if ok {
 		ks.adapt.accepted++
 		ks.recover(now)
 	}
@@ -85,10 +90,9 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	if !h.throttled {
 		return
 	}
+	source = "backoff"
 	if h.hasWait {
-		pause, source = h.wait, h.source
-	} else {
-		source = "backoff"
+		source = h.source
 	}
 	until = now.Add(pause)
 	if !until.After(ks.pauseUntil) {

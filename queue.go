@@ -83,25 +83,17 @@ func signal(c chan struct{}) {
 // ticket is an admitted attempt.
 type ticket struct {
 	probe  bool          // the first attempt after a pause
+	slot   bool          // holds one of the key's MaxInFlight slots
 	waited time.Duration // time spent waiting for the turn
-	slot   bool          // holds an in-flight slot
 }
 
-// admit waits for an attempt's turn at the key: an in-flight slot, then the
-// pause, the pacer and every window. It is the one place where requests wait
-// for their turn. An error is a *WaitError.
+// admit waits for an attempt's turn at the key: the pause, the pacer, every
+// window and an in-flight slot must all admit it at once. It is the one
+// place where requests wait for their turn. An error is a *WaitError.
 func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry bool) (tk ticket, err error) {
 	start := time.Now()
-	if ks.slots != nil {
-		if err := t.acquireSlot(ctx, ks); err != nil {
-			return tk, err
-		}
-		tk.slot = true
-		defer func() {
-			if err != nil {
-				<-ks.slots
-			}
-		}()
+	if err := ctx.Err(); err != nil {
+		return tk, &WaitError{Key: ks.key, Limit: "wait", Err: err}
 	}
 	deadline, hasDeadline := ctx.Deadline()
 
@@ -109,7 +101,7 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry b
 	now := time.Now()
 	if ks.head == nil && !t.closed.Load() {
 		if at, _ := ks.readyAt(now, t.since(now)); !at.After(now) {
-			tk.probe = ks.take(now, t.since(now), retry)
+			tk = ks.take(now, t.since(now), retry)
 			ks.mu.Unlock()
 			tk.waited = now.Sub(start)
 			return tk, nil
@@ -143,12 +135,16 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry b
 		if ks.head == w {
 			at, limit := ks.readyAt(now, t.since(now))
 			switch {
-			case !at.After(now):
+			case !at.After(now) && ctx.Err() == nil:
 				ks.remove(w)
-				tk.probe = ks.take(now, t.since(now), retry)
+				tk = ks.take(now, t.since(now), retry)
 				ks.mu.Unlock()
 				tk.waited = now.Sub(start)
 				return tk, nil
+			case !at.After(now): // its turn, but its context ended: take nothing
+				ks.remove(w)
+				ks.mu.Unlock()
+				return tk, &WaitError{Key: ks.key, Limit: "wait", Err: ctx.Err()}
 			case at.Equal(never):
 			case hasDeadline && at.After(deadline), limit == "pause" && at.Sub(now) > t.cfg.retry.MaxRetryAfter:
 				ks.remove(w)
@@ -226,23 +222,5 @@ func (t *Transport) sleep(ctx context.Context, wake <-chan struct{}, d time.Dura
 		return ctx.Err()
 	case <-t.done:
 		return ErrClosed
-	}
-}
-
-// acquireSlot waits for one of the key's MaxInFlight slots. Its wait is not
-// known in advance, so it ends with the context.
-func (t *Transport) acquireSlot(ctx context.Context, ks *keyState) error {
-	select {
-	case ks.slots <- struct{}{}:
-		return nil
-	default:
-	}
-	select {
-	case ks.slots <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return &WaitError{Key: ks.key, Limit: "in-flight", Err: ctx.Err()}
-	case <-t.done:
-		return &WaitError{Key: ks.key, Limit: "in-flight", Err: ErrClosed}
 	}
 }

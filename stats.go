@@ -64,6 +64,8 @@ func (s *KeyStats) add(o *KeyStats) {
 // call it for reporting, not on every request.
 func (t *Transport) Stats() Stats {
 	s := Stats{Keys: make(map[string]KeyStats)}
+	t.keys.sweeping.Lock() // no key moves from live to gone meanwhile
+	defer t.keys.sweeping.Unlock()
 	t.keys.evicted.Lock()
 	s.Total = t.keys.gone
 	t.keys.evicted.Unlock()

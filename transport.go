@@ -98,7 +98,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errors.New("throttle: nil Request.URL")
 	}
 	host := defaultKey(req)
-	pol := t.cfg.policyFor(host, lower(req.URL.Hostname()))
+	pol := t.cfg.policyFor(req.URL.Scheme, host, lower(req.URL.Hostname()))
 	key := host
 	if t.cfg.key != nil {
 		key = t.cfg.key(req)
@@ -143,15 +143,15 @@ func (r *request) do() (*http.Response, error) {
 			}
 			return nil, err
 		}
-		resp, err := t.base.RoundTrip(send)
+		resp, err := t.send(ks, tk, send)
 		now := time.Now()
 		h := readHint(resp, now)
 		retryable := r.retryable(resp, err, h)
+		// The delay before a retry, and the pause of a throttled key: the
+		// jittered backoff, never shorter than what the server asked.
 		var delay time.Duration
 		if retryable || h.throttled {
-			if !h.hasWait {
-				delay = r.backoff()
-			}
+			delay = max(r.backoff(), h.wait)
 		}
 		until, source := t.learn(ks, tk, resp, h, delay, now)
 		if tk.slot {
@@ -168,9 +168,6 @@ func (r *request) do() (*http.Response, error) {
 				err = fmt.Errorf("throttle: key %q: after %d attempts: %w", ks.key, attempt, err)
 			}
 			return resp, err
-		}
-		if h.hasWait {
-			delay = h.wait
 		}
 		next, why := r.next(attempt, h, delay, now, resp, err)
 		if why != "" {
@@ -198,6 +195,22 @@ func (r *request) do() (*http.Response, error) {
 			}
 		}
 	}
+}
+
+// send passes an admitted attempt to the base RoundTripper. Should the base
+// panic, the key is left in order (nothing on the wire, the slot and the
+// probe given back) before the panic goes on to the caller.
+func (t *Transport) send(ks *keyState, tk ticket, req *http.Request) (*http.Response, error) {
+	defer func() {
+		if p := recover(); p != nil {
+			t.learn(ks, tk, nil, hint{}, 0, time.Now())
+			if tk.slot {
+				ks.freeSlot()
+			}
+			panic(p)
+		}
+	}()
+	return t.base.RoundTrip(req)
 }
 
 // retryable reports whether the attempt's outcome is one that may be retried
@@ -257,13 +270,11 @@ func (r *request) backoff() time.Duration {
 
 // freeSlot gives back the in-flight slot now, or when resp's body is done.
 func (r *request) freeSlot(resp *http.Response) {
-	slots := r.ks.slots
-	free := func() { <-slots }
 	if resp == nil {
-		free()
+		r.ks.freeSlot()
 		return
 	}
-	holdSlot(resp, free)
+	holdSlot(resp, r.ks.freeSlot)
 }
 
 func (r *request) gaveUp(attempt int, resp *http.Response, err error, why string) {

@@ -72,6 +72,9 @@ func TestHostPolicyPatterns(t *testing.T) {
 		{"http://example.com/", false, "exact: not the parent"},
 		{"http://localhost:9000/", true, "host:port pattern"},
 		{"http://localhost:9001/", false, "host:port pattern: that port only"},
+		{"https://secure.test/", true, "host:443 pattern, default port left out"},
+		{"https://secure.test:443/", true, "host:443 pattern, default port spelled out"},
+		{"http://secure.test/", false, "host:443 pattern: not port 80"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.reason, func(t *testing.T) {
@@ -81,7 +84,8 @@ func TestHostPolicyPatterns(t *testing.T) {
 					throttle.WithPolicy(throttle.Policy{Rate: 1000, Burst: 1}),
 					throttle.WithHostPolicy("api.example.com", throttle.Policy{Rate: 1, Burst: 1}),
 					throttle.WithHostPolicy("*.wild.test", throttle.Policy{Rate: 1, Burst: 1}),
-					throttle.WithHostPolicy("localhost:9000", throttle.Policy{Rate: 1, Burst: 1}))
+					throttle.WithHostPolicy("localhost:9000", throttle.Policy{Rate: 1, Burst: 1}),
+					throttle.WithHostPolicy("secure.test:443", throttle.Policy{Rate: 1, Burst: 1}))
 				defer rt.Close()
 				require.NoError(t, do(t, rt, tt.url))
 				require.NoError(t, do(t, rt, tt.url))

@@ -1,0 +1,182 @@
+package throttle_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlehttp/throttle"
+)
+
+// Regressions found in review. Each names what it guards.
+
+// The in-flight slot is the last thing an attempt takes: a key whose slots
+// are all held must still refuse at once what the pause, the queue or the
+// deadline would refuse.
+func TestFullSlotsDoNotHideAPauseQueueOrDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		paused := false
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			if paused {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "600"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 1, Queue: 1, MaxInFlight: 1}))
+		defer rt.Close()
+		resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://h.test/0"))
+		require.NoError(t, err) // its open body holds the only slot
+
+		// Queue: one waits for the slot, the next four are refused at once.
+		errs := make(chan error, 5)
+		for range 5 {
+			go func() { errs <- do(t, rt, "http://h.test/q") }()
+		}
+		synctest.Wait()
+		for range 4 {
+			require.ErrorIs(t, <-errs, throttle.ErrQueueFull)
+		}
+		// Deadline: the slot's wait is unknown, the pacer's is not (1s).
+		ctx, cancel := context.WithTimeout(context.Background(), ms(500))
+		defer cancel()
+		start := time.Now()
+		require.ErrorIs(t, doCtx(t, ctx, rt, "http://h.test/d"), throttle.ErrQueueFull) // the queue is still full
+		assert.Zero(t, time.Since(start))
+		resp.Body.Close()
+		require.NoError(t, <-errs, "the waiter got the slot once the body was closed")
+
+		// Pause: longer than MaxRetryAfter, refused at once with a slot held.
+		paused = true
+		resp, err = rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://h.test/p"))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		start = time.Now()
+		require.ErrorIs(t, do(t, rt, "http://h.test/after"), throttle.ErrPaused)
+		assert.Zero(t, time.Since(start))
+	})
+}
+
+func TestThrottledRetryProbesFirstWithMaxInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScript(ms(500), func(r *http.Request, n int) *http.Response {
+			if r.URL.Path == "/a" && n == 1 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1")
+			}
+			return reply(r, http.StatusOK)
+		})
+		rt := throttle.New(s, throttle.WithPolicy(throttle.Policy{MaxInFlight: 1}))
+		defer rt.Close()
+		var wg sync.WaitGroup
+		wg.Go(func() { assert.NoError(t, do(t, rt, "http://h.test/a")) })
+		time.Sleep(ms(200))
+		wg.Go(func() { assert.NoError(t, do(t, rt, "http://h.test/b")) })
+		wg.Wait()
+		// /a's 429 arrives at 0.5s: paused until 1.5s. Its retry came first.
+		assert.Equal(t, []attempt{{0, "/a"}, {ms(1500), "/a"}, {ms(2000), "/b"}}, s.attempts())
+	})
+}
+
+func TestProbeAgainAfterPauseGrewWhileProbeWasOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScript(0, nil)
+		s.answer = func(r *http.Request, n int) *http.Response {
+			switch {
+			case r.URL.Path == "/c" && n == 1:
+				time.Sleep(ms(1500)) // on the wire when the pause began
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "10")
+			case r.URL.Path == "/a" && n <= 2: // its retry is the probe at 1s
+				if n == 2 {
+					time.Sleep(time.Second)
+				}
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1")
+			}
+			time.Sleep(ms(100))
+			return reply(r, http.StatusOK)
+		}
+		rt := throttle.New(s)
+		defer rt.Close()
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = do(t, rt, "http://h.test/c") })
+		synctest.Wait()
+		wg.Go(func() { _ = do(t, rt, "http://h.test/a") })
+		time.Sleep(ms(500))
+		for range 5 {
+			wg.Go(func() { _ = do(t, rt, "http://h.test/w") })
+		}
+		wg.Wait()
+		// The pause grew to 11.5s while the probe was out; after it, one
+		// request probes alone, and the rest follow its answer.
+		together := 0
+		for _, a := range s.attempts() {
+			if a.at == ms(11500) {
+				together++
+			}
+		}
+		assert.Equal(t, 1, together, "%v", s.attempts())
+	})
+}
+
+func TestCancelledContextTakesNoTokenOrWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			if err := r.Context().Err(); err != nil {
+				return nil, err // as http.Transport does
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 1, Per: time.Hour}}}))
+		defer rt.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		require.ErrorIs(t, doCtx(t, ctx, rt, "http://h.test/1"), context.Canceled)
+		ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel2()
+		require.NoError(t, doCtx(t, ctx2, rt, "http://h.test/2"), "the window's one entry is still free")
+		assert.EqualValues(t, 1, rt.Stats().Total.Attempts)
+	})
+}
+
+func TestBasePanicLeavesTheKeyUsable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		first := true
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			if first {
+				first = false
+				panic("base broke")
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{MaxInFlight: 1}))
+		defer rt.Close()
+		assert.PanicsWithValue(t, "base broke", func() { _ = do(t, rt, "http://h.test/") })
+		require.NoError(t, do(t, rt, "http://h.test/"), "the slot came back")
+		assert.Zero(t, rt.Stats().Keys["h.test"].InFlight)
+	})
+}
+
+func TestRetryAfterZeroStillBacksOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScript(0, func(r *http.Request, n int) *http.Response {
+			return reply(r, http.StatusTooManyRequests, "Retry-After", "0")
+		})
+		rt := throttle.New(s, throttle.WithRetry(throttle.Retry{MaxAttempts: 4, InitialDelay: time.Second}))
+		defer rt.Close()
+		code, err := status(t, rt, http.MethodGet, "http://h.test/")
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusTooManyRequests, code)
+		ts := s.times("")
+		require.Len(t, ts, 4)
+		// Full jitter: each wait in [0, 1s·2^k]; not all of them zero.
+		assert.Positive(t, ts[3], "Retry-After 0 does not make retries immediate")
+		for i := 1; i < 4; i++ {
+			assert.LessOrEqual(t, ts[i]-ts[i-1], time.Second<<(i-1))
+		}
+	})
+}
