@@ -7,8 +7,9 @@ import (
 )
 
 // The pace adapts to what the server says. A throttled answer that begins a
-// pause means the pace was too fast: a paced key's rate drops at once and
-// comes back slowly. An unpaced key that is throttled twice learns a pace:
+// pause means the pace was too fast: a paced key's rate, and the number its
+// windows admit, drop at once and come back slowly. A key with no pace at
+// all that is throttled twice learns one:
 // between two throttled answers the server's bucket went from empty to
 // empty, so the requests it accepted in between, over that time, are a rate
 // it can bear (a lower bound: its bucket overflowed during the pause). From
@@ -39,29 +40,44 @@ type adaptation struct {
 func (ks *keyState) slow(now time.Time) {
 	a := &ks.adapt
 	defer func() { a.since, a.accepted = now, 0 }()
+	for i := range ks.wins {
+		w := &ks.wins[i]
+		w.n = max(int(float64(w.n)*slowFactor), int(float64(w.N)*slowestShare), 1)
+		a.adjusted = now
+	}
 	switch {
+	case ks.lim == nil && len(ks.wins) > 0:
 	case ks.lim == nil && (a.since.IsZero() || a.accepted == 0):
 		// The first pause (the server's bucket was full when we began), or
 		// nothing accepted since the last: no rate to learn.
-		return
 	case ks.lim == nil:
 		r := rate.Limit(float64(a.accepted) / now.Sub(a.since).Seconds())
-		ks.lim = rate.NewLimiter(max(r, slowestRate), 1)
+		ks.lim = rate.NewLimiter(min(max(r, slowestRate), fastestRate), 1)
 		a.learned, a.growing, a.adjusted = true, true, now
-		return
 	case a.learned:
 		a.growing = false
 		ks.lim.SetLimitAt(now, max(ks.lim.Limit()*slowFactor, slowestRate))
+		a.adjusted = now
 	default:
 		ks.lim.SetLimitAt(now, max(ks.lim.Limit()*slowFactor, ks.pol.Rate*slowestShare))
+		a.adjusted = now
 	}
-	a.adjusted = now
 }
 
 // recover raises a slowed or learned pace after a quiet spell; a configured
-// one goes no higher than Policy.Rate.
+// one goes no higher than configured.
 func (ks *keyState) recover(now time.Time) {
 	a := &ks.adapt
+	quiet := now.Sub(a.adjusted) >= recoverEvery
+	if quiet && len(ks.wins) > 0 {
+		for i := range ks.wins {
+			w := &ks.wins[i]
+			if w.n < w.N {
+				w.n = min(w.N, w.n+max(1, int(float64(w.N)*recoverShare)))
+				a.adjusted = now
+			}
+		}
+	}
 	switch {
 	case ks.lim == nil:
 	case a.learned && ks.waiting == 0:
@@ -72,11 +88,11 @@ func (ks *keyState) recover(now time.Time) {
 			a.adjusted = now
 		}
 	case a.learned:
-		if now.Sub(a.adjusted) >= recoverEvery {
+		if quiet {
 			ks.lim.SetLimitAt(now, min(ks.lim.Limit()*(1+recoverShare), fastestRate))
 			a.adjusted = now
 		}
-	case ks.lim.Limit() < ks.pol.Rate && now.Sub(a.adjusted) >= recoverEvery:
+	case quiet && ks.lim.Limit() < ks.pol.Rate:
 		ks.lim.SetLimitAt(now, min(ks.pol.Rate, ks.lim.Limit()+ks.pol.Rate*recoverShare))
 		a.adjusted = now
 	}
@@ -86,5 +102,8 @@ func (ks *keyState) recover(now time.Time) {
 // worth keeping when the key is otherwise idle.
 func (ks *keyState) keep(now time.Time) bool {
 	adapted := ks.adapt.learned || ks.lim != nil && ks.lim.Limit() < ks.pol.Rate
+	for i := range ks.wins {
+		adapted = adapted || ks.wins[i].n < ks.wins[i].N
+	}
 	return adapted && now.Sub(ks.adapt.adjusted) < forgetAfter
 }

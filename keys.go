@@ -209,7 +209,7 @@ func (t *Transport) newKeyState(p *policy, key string) *keyState {
 	if len(p.Windows) > 0 {
 		ks.wins = make([]windowLog, len(p.Windows))
 		for i, w := range p.Windows {
-			ks.wins[i].Window = w
+			ks.wins[i] = newWindowLog(w)
 		}
 	}
 	return ks

@@ -53,10 +53,22 @@ func tokenDelay(lim *rate.Limiter, at time.Time, k int) time.Duration {
 
 // windowLog is an exact sliding window: the times of the last N admissions,
 // as offsets from the transport's epoch, oldest first in a ring.
+//
+// It admits at most n (N, or fewer while the server objects: see adapt.go)
+// in any interval of length Per plus a margin: requests reach the server
+// with varying latency, so a log that is exact at the sender would be one
+// over at a server that counts arrivals. The margin, 1% of Per and at most a
+// second, absorbs that jitter.
 type windowLog struct {
 	Window
-	times []time.Duration // len <= N
-	start int             // index of the oldest when len == N
+	n      int             // admitted per window now, <= N
+	margin time.Duration   // added to Per
+	times  []time.Duration // len <= N
+	start  int             // index of the oldest when len == N
+}
+
+func newWindowLog(w Window) windowLog {
+	return windowLog{Window: w, n: w.N, margin: min(w.Per/100, time.Second)}
 }
 
 // at returns the j-th oldest of the logged times.
@@ -64,13 +76,14 @@ func (w *windowLog) at(j int) time.Duration { return w.times[(w.start+j)%len(w.t
 
 // nextAt is the earliest time >= now at which the k-th further admission
 // (k = 0: the next) can happen, if none of the k before it is later than
-// needed: never more than N in any interval of length Per.
+// needed: never more than n in any interval of length Per (+ margin).
 func (w *windowLog) nextAt(now time.Duration, k int) time.Duration {
-	j := k - (w.N - len(w.times)) // which logged entry the admission must outlive
-	if j < 0 || j >= len(w.times) {
+	c := min(len(w.times), w.n) // the logged admissions that can count
+	j := k - (w.n - c)          // which of them the admission must outlive
+	if j < 0 || j >= c {
 		return now
 	}
-	return max(now, w.at(j)+w.Per)
+	return max(now, w.at(len(w.times)-c+j)+w.Per+w.margin)
 }
 
 func (w *windowLog) add(now time.Duration) {
@@ -84,5 +97,7 @@ func (w *windowLog) add(now time.Duration) {
 
 // expired reports whether no logged admission still counts at now.
 func (w *windowLog) expired(now time.Duration) bool {
-	return len(w.times) == 0 || w.at(len(w.times)-1)+w.Per <= now
+	return len(w.times) == 0 || w.at(len(w.times)-1)+w.Per+w.margin <= now
 }
+
+func (w *windowLog) String() string { return w.Window.String() }

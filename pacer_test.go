@@ -183,9 +183,10 @@ func TestWindowsAreExact(t *testing.T) {
 		time.Sleep(ms(900))
 		rec.start = time.Now().Add(-ms(900))
 		launch(t, rt, 7, "http://w.test/")
-		// 3 at 0.9s; 2 more at 1.9s (the 5-per-10s window is then full);
-		// then none before 10.9s, when the first three expire from it.
-		want := []time.Duration{ms(900), ms(900), ms(900), ms(1900), ms(1900), ms(10900), ms(10900)}
+		// 3 at 0.9s; 2 more at 1.91s (Per plus a 1% margin against latency
+		// jitter; the 5-per-10s window is then full); then none before 11s,
+		// when the first three expire from it (10s + 100ms margin).
+		want := []time.Duration{ms(900), ms(900), ms(900), ms(1910), ms(1910), ms(11000), ms(11000)}
 		assert.Equal(t, want, rec.times())
 		assertWindow(t, rec.times(), 3, time.Second)
 		assertWindow(t, rec.times(), 5, 10*time.Second)
@@ -212,9 +213,9 @@ func TestWindowWithBucketTakesNothingWhileWaiting(t *testing.T) {
 		}))
 		defer rt.Close()
 		launch(t, rt, 4, "http://wb.test/")
-		// The window holds the 3rd until 10s; the bucket, full again by then,
-		// lets the 3rd and the 4th go together.
-		assert.Equal(t, []time.Duration{0, 0, 10 * time.Second, 10 * time.Second}, rec.times())
+		// The window holds the 3rd until 10.1s; the bucket, full again by
+		// then, lets the 3rd and the 4th go together.
+		assert.Equal(t, []time.Duration{0, 0, ms(10100), ms(10100)}, rec.times())
 	})
 }
 
@@ -257,5 +258,46 @@ func TestMaxInFlight(t *testing.T) {
 		(<-bodies).Close()
 		(<-bodies).Close()
 		assert.Equal(t, 2, peak)
+	})
+}
+
+func TestWindowMarginAbsorbsLatencyJitter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The server counts arrivals in a sliding log, 10 per second. The
+		// first batch pays 5ms for dialing; later requests arrive after 1ms.
+		api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
+			{Algorithm: throttletest.SlidingLog, N: 10, Per: time.Second}}})
+		start := time.Now()
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			if time.Since(start) == 0 {
+				time.Sleep(5 * time.Millisecond)
+			} else {
+				time.Sleep(time.Millisecond)
+			}
+			return api.RoundTrip(r)
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 10, Per: time.Second}}}))
+		defer rt.Close()
+		took := job(t, rt, 50)
+		assert.Zero(t, api.Stats().Total.Throttled)
+		assert.LessOrEqual(t, took, 4*time.Second+ms(60), "5 windows of 10, each 1% longer")
+	})
+}
+
+func TestWindowAboveQuotaSettles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
+			{Algorithm: throttletest.SlidingLog, N: 100, Per: time.Second}}})
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(time.Millisecond)
+			return api.RoundTrip(r)
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 125, Per: time.Second}}}))
+		defer rt.Close()
+		took := job(t, rt, 1000)
+		st := api.Stats().Total
+		assert.EqualValues(t, 1000, st.Accepted)
+		assert.LessOrEqual(t, float64(st.Requests)/1000, 1.05)
+		assert.Less(t, took, 12*time.Second, "within 1.2x the ideal 9s")
 	})
 }

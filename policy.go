@@ -46,7 +46,10 @@ type Policy struct {
 
 	// Windows are extra quotas that must all hold, e.g.
 	// {N: 5000, Per: time.Hour}. Each is exact: never more than N requests
-	// in any interval of length Per. nil: none.
+	// in any interval of length Per, plus a margin of 1% of Per (at most a
+	// second) against latency jitter, so the server's count, which sees
+	// arrivals, never exceeds N either. Like Rate, N is cut to 0.8 of itself
+	// by a throttled answer and recovers slowly. nil: none.
 	Windows []Window
 
 	// MaxInFlight > 0 allows at most that many requests to the key between
@@ -57,7 +60,8 @@ type Policy struct {
 
 // Window is a quota of at most N requests in ANY interval of length Per: a
 // sliding log, so a client under it is safe whether the server counts in
-// fixed or sliding windows. Both N and Per must be positive.
+// fixed or sliding windows. Both N and Per must be positive. It keeps the
+// times of the last N requests: 8 bytes each, while the key is in use.
 type Window struct {
 	N   int
 	Per time.Duration
