@@ -18,7 +18,7 @@ import (
 const (
 	slowFactor   = 0.8              // a throttled answer cuts the rate to this share
 	slowestShare = 0.1              // a configured rate never drops below this share
-	recoverEvery = 10 * time.Second // a quiet spell this long raises the rate
+	recoverEvery = 30 * time.Second // a quiet spell this long raises the rate
 	recoverShare = 0.05             // by this share of Policy.Rate (of itself, if learned)
 	growEvery    = time.Second      // a learned pace doubles after this long quiet
 	slowestRate  = rate.Limit(0.1)  // a learned pace never drops below this

@@ -217,13 +217,13 @@ func TestRateSlowsAfterThrottleAndRecovers(t *testing.T) {
 			mu.Unlock()
 			require.NoError(t, do(t, rt, "http://s.test/"))
 			if !st.throttle {
-				time.Sleep(10 * time.Second) // a quiet spell, then an answer
+				time.Sleep(30 * time.Second) // a quiet spell, then an answer
 				require.NoError(t, do(t, rt, "http://s.test/"))
 			}
 			assert.InDelta(t, st.want, rate(), 1e-9, "step %d", i)
 		}
 		for range 20 {
-			time.Sleep(10 * time.Second)
+			time.Sleep(30 * time.Second)
 			require.NoError(t, do(t, rt, "http://s.test/"))
 		}
 		assert.EqualValues(t, 100, rate(), "never above Policy.Rate")

@@ -22,7 +22,7 @@ type Policy struct {
 	//
 	// A throttled answer that pauses the key also lowers its rate to 0.8 of
 	// what it was (never below a tenth of Rate), since the server has just
-	// said the pace is too fast; each 10 seconds without one raise it again
+	// said the pace is too fast; each 30 seconds without one raise it again
 	// by a twentieth of Rate, up to Rate.
 	Rate rate.Limit
 
