@@ -19,6 +19,9 @@ go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 echo "== go test -race"
 go test -race -count=1 ./...
 
+echo "== bench module (its own go.mod: the peers it measures stay out of ours)"
+(cd bench && go vet ./... && go test -count=1 ./...)
+
 echo "== fuzz (10s each)"
 for pkg in . ./throttletest; do
 	for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz'); do

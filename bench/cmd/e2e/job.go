@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/throttlehttp/throttle/throttletest"
+)
+
+// recordTimeout bounds one record, all its attempts and waits included.
+const recordTimeout = 2 * time.Minute
+
+// A result is one row's run of the job in one scenario.
+type result struct {
+	Scenario   string        `json:"scenario"`
+	Quota      string        `json:"quota"`
+	RetryAfter string        `json:"retry_after"`
+	Row        int           `json:"row"`
+	Client     string        `json:"client"`
+	Records    int           `json:"records"`
+	OK         int64         `json:"ok"`
+	Failed     int64         `json:"failed"`
+	Sent       int64         `json:"sent"`      // requests the server saw
+	Throttled  int64         `json:"throttled"` // 429s the server sent
+	Peak       int64         `json:"peak_per_second"`
+	Wall       time.Duration `json:"wall_ns"`
+	Ideal      time.Duration `json:"ideal_ns"`
+	FirstError string        `json:"first_error,omitempty"`
+	// Pauses is how many times a throttle.Transport paused the key; -1 for peers.
+	Pauses int64 `json:"pauses"`
+	// ThrottledAt is when the client got each 429, from the start of the run
+	// (at most maxThrottledAt of them).
+	ThrottledAt []time.Duration `json:"throttled_at_ns,omitempty"`
+}
+
+// maxThrottledAt bounds the 429 times kept per result.
+const maxThrottledAt = 200
+
+func (r result) sentPerRecord() float64 { return float64(r.Sent) / float64(r.Records) }
+
+func (r result) overIdeal() float64 {
+	if r.Ideal <= 0 {
+		return 0
+	}
+	return r.Wall.Seconds() / r.Ideal.Seconds()
+}
+
+// run does the uploader's job with one row's client against a fresh server of
+// the scenario: records PUTs, each its own record, by workers goroutines. Each
+// record has recordTimeout; the whole run has rowTimeout, after which the records
+// left fail at once.
+func run(sc scenario, rw row, records, workers int, rowTimeout time.Duration) result {
+	srv := throttletest.NewServer(sc.config())
+	defer srv.Close()
+	tr := newTransport()
+	defer tr.CloseIdleConnections()
+	rec := &recorder{base: tr}
+	c := rw.make(rec, sc.quota)
+
+	body := func(i int) []byte {
+		return fmt.Appendf(nil, `{"id":%d,"name":"record %d","size":%d}`, i, i, i*7%1000)
+	}
+	var ok, failed atomic.Int64
+	var firstErr sync.Once
+	res := result{
+		Scenario: sc.name, Quota: sc.quota.String(), RetryAfter: sc.retryAfter(),
+		Row: rw.id, Client: rw.name, Records: records, Ideal: sc.quota.ideal(records),
+	}
+	fail := func(msg string) {
+		failed.Add(1)
+		firstErr.Do(func() { res.FirstError = msg })
+	}
+
+	next := make(chan int)
+	go func() {
+		defer close(next)
+		for i := range records {
+			next <- i
+		}
+	}()
+	rowCtx, cancelRow := context.WithTimeout(context.Background(), rowTimeout)
+	defer cancelRow()
+	var wg sync.WaitGroup
+	start := time.Now()
+	rec.start = start
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				ctx, cancel := context.WithTimeout(rowCtx, recordTimeout)
+				status, err := c.send(ctx, fmt.Sprintf("%s/records/%d", srv.URL, i), body(i))
+				cancel()
+				switch {
+				case err != nil:
+					fail(err.Error())
+				case status != http.StatusOK:
+					fail(fmt.Sprintf("status %d", status))
+				default:
+					ok.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	res.Wall = time.Since(start)
+	res.Pauses = -1
+	if c.pauses != nil {
+		res.Pauses = c.pauses()
+	}
+	if c.close != nil {
+		c.close()
+	}
+	at := rec.throttledAt()
+	res.ThrottledAt = at[:min(len(at), maxThrottledAt)]
+
+	total := srv.API.Stats().Total
+	res.OK, res.Failed = ok.Load(), failed.Load()
+	res.Sent, res.Throttled, res.Peak = total.Requests, total.Throttled, total.PeakPerSecond
+	return res
+}

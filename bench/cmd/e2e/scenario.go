@@ -1,0 +1,114 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/throttlehttp/throttle"
+	"github.com/throttlehttp/throttle/throttletest"
+	"golang.org/x/time/rate"
+)
+
+// A quota is the server's limit in one scenario: a token bucket (Rate, Burst) or a
+// window of N requests per Per (fixed or sliding log).
+type quota struct {
+	algo  throttletest.Algorithm
+	rate  float64 // token bucket: requests per second
+	burst int     // token bucket: depth
+	n     int     // windows: requests per Per
+	per   time.Duration
+}
+
+func (q quota) isBucket() bool { return q.algo == throttletest.TokenBucket }
+
+func (q quota) String() string {
+	if q.isBucket() {
+		return fmt.Sprintf("%s %g/s burst %d", q.algo, q.rate, q.burst)
+	}
+	return fmt.Sprintf("%s %d per %s", q.algo, q.n, q.per)
+}
+
+// limit is the quota as the fake server applies it.
+func (q quota) limit() throttletest.Limit {
+	if q.isBucket() {
+		return throttletest.Limit{Algorithm: q.algo, Rate: q.rate, Burst: q.burst}
+	}
+	return throttletest.Limit{Algorithm: q.algo, N: q.n, Per: q.per}
+}
+
+// policy is the throttle Policy for the quota, its rate (or window count)
+// multiplied by scale: 1 is "configured to the quota", 1.25 is 25% above it.
+func (q quota) policy(scale float64) throttle.Policy {
+	if q.isBucket() {
+		return throttle.Policy{Rate: rate.Limit(q.rate * scale), Burst: q.burst}
+	}
+	n := int(math.Round(float64(q.n) * scale))
+	return throttle.Policy{Windows: []throttle.Window{{N: n, Per: q.per}}}
+}
+
+// limiter is the x/time/rate limiter a go-retryablehttp user would set to the
+// quota. A bucket maps one to one. A window of N per Per becomes N/Per per second
+// with a burst of 1: a burst of N would send up to 2N in the first Per, which
+// neither a fixed window nor a sliding log allows.
+func (q quota) limiter() *rate.Limiter {
+	if q.isBucket() {
+		return rate.NewLimiter(rate.Limit(q.rate), q.burst)
+	}
+	return rate.NewLimiter(rate.Limit(float64(q.n)/q.per.Seconds()), 1)
+}
+
+// ideal is the shortest time in which the quota admits records requests,
+// counted from the first request to the last:
+//
+//   - a token bucket starts full: burst go at once, the rest one every 1/rate,
+//     so (records - burst) / rate;
+//   - a window of N per Per: N go at once, then N more each Per, so
+//     (ceil(records/N) - 1) * Per. A fixed window aligned to the clock may let a
+//     greedy client finish up to one Per sooner, depending on where in its
+//     window the run starts; the formula counts the sliding-log (worst) case.
+func (q quota) ideal(records int) time.Duration {
+	if q.isBucket() {
+		d := float64(max(records-q.burst, 0)) / q.rate
+		return time.Duration(d * float64(time.Second))
+	}
+	windows := (records + q.n - 1) / q.n
+	return time.Duration(max(windows-1, 0)) * q.per
+}
+
+// A scenario is a server configuration: a quota and the form of Retry-After.
+type scenario struct {
+	name  string
+	quota quota
+	date  bool // Retry-After as an HTTP-date, else whole seconds
+}
+
+func (s scenario) config() throttletest.Config {
+	cfg := throttletest.Config{Limits: []throttletest.Limit{s.quota.limit()}}
+	if s.date {
+		cfg.RetryAfter = throttletest.RetryAfterDate
+	}
+	return cfg
+}
+
+func (s scenario) retryAfter() string {
+	if s.date {
+		return "HTTP-date"
+	}
+	return "seconds"
+}
+
+// scenarios are the six server configurations of the benchmark.
+func scenarios() []scenario {
+	bucket := quota{algo: throttletest.TokenBucket, rate: 200, burst: 10}
+	fixed := quota{algo: throttletest.FixedWindow, n: 200, per: time.Second}
+	sliding := quota{algo: throttletest.SlidingLog, n: 200, per: time.Second}
+	return []scenario{
+		{name: "bucket-seconds", quota: bucket},
+		{name: "bucket-date", quota: bucket, date: true},
+		{name: "fixed-seconds", quota: fixed},
+		{name: "fixed-date", quota: fixed, date: true},
+		{name: "sliding-seconds", quota: sliding},
+		{name: "sliding-date", quota: sliding, date: true},
+	}
+}
