@@ -12,7 +12,10 @@
 //     request goes first as a probe and the rest follow gently;
 //   - retried with jittered exponential backoff when that is safe (see
 //     [Retry]), every attempt passing through the same pacer, so retries can
-//     never raise the sending rate.
+//     never raise the sending rate;
+//   - adapted to what the server says: a throttled answer slows a paced key
+//     (down at once, back up slowly), and a key with no pace that is
+//     throttled twice learns one (see [Policy]).
 //
 // Pacing waits, it does not refuse: a request waits for its turn, honouring its
 // context. Where a wait is known in advance to end after the context's
