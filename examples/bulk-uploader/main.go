@@ -211,9 +211,12 @@ func (a *app) main(stop, abort context.Context, args []string) int {
 		bar.Describe(fmt.Sprintf("uploading (429s: %d)", throttled.Load()))
 		_ = bar.Add(1)
 	})
-	_ = bar.Finish()
+	if stop.Err() != nil {
+		_ = bar.Exit() // interrupted: leave the bar where it stopped
+	} else {
+		_ = bar.Finish()
+	}
 	s.WallSecs = time.Since(start).Seconds()
-	s.IdealSecs = ideal(len(recs), quotaBurst, quotaRate).Seconds()
 
 	if rt != nil {
 		st := rt.Stats().Total
@@ -222,6 +225,7 @@ func (a *app) main(stop, abort context.Context, args []string) int {
 		s.Throttled, s.Retries = throttled.Load(), naiveRetries.Load()
 	}
 	s.count(results)
+	s.IdealSecs = ideal(s.Uploaded+s.Failed, quotaBurst, quotaRate).Seconds()
 	if rt == nil {
 		s.Attempts = int64(s.Uploaded+s.Failed) + s.Retries
 		s.PerRecord = 0
