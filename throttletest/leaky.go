@@ -14,13 +14,7 @@ type leakyBucket struct {
 	served   []time.Time
 }
 
-func (b *leakyBucket) prune(now time.Time) {
-	i := 0
-	for i < len(b.served) && !now.Before(b.served[i].Add(b.interval)) {
-		i++
-	}
-	b.served = b.served[i:]
-}
+func (b *leakyBucket) prune(now time.Time) { b.served = expire(b.served, b.interval, now) }
 
 func (b *leakyBucket) check(now time.Time) (bool, time.Duration) {
 	b.prune(now)

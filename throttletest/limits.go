@@ -140,12 +140,15 @@ type slidingLog struct {
 	log  []time.Time
 }
 
-func (s *slidingLog) prune(now time.Time) {
+func (s *slidingLog) prune(now time.Time) { s.log = expire(s.log, s.per, now) }
+
+// expire drops from the sorted times ts those at least d old at now.
+func expire(ts []time.Time, d time.Duration, now time.Time) []time.Time {
 	i := 0
-	for i < len(s.log) && !now.Before(s.log[i].Add(s.per)) {
+	for i < len(ts) && !now.Before(ts[i].Add(d)) {
 		i++
 	}
-	s.log = s.log[i:]
+	return ts[i:]
 }
 
 func (s *slidingLog) check(now time.Time) (bool, time.Duration) {
