@@ -42,10 +42,14 @@ func (deadlineError) Is(target error) bool { return target == context.DeadlineEx
 func (deadlineError) Timeout() bool { return true }
 
 // WaitError is the error of a request that did not get its turn: which key,
-// which limit held it back, and until when if that is known.
+// which limit held it back, and until when if that is known. Limit is the
+// pacer ("rate", or "queue" for a leaky bucket), a window ("window
+// 5000/1h0m0s"), "pause", "probe" or "ramp" (after a pause, the backlog
+// waits for the probe's answer, then ramps up), "in-flight", "line" (behind
+// others), "turn" (its context had ended when its turn came) or "closed".
 type WaitError struct {
 	Key   string    // the partition key
-	Limit string    // "rate", "queue", "window 5000/1h0m0s", "pause", "probe", "in-flight", "closed"
+	Limit string    // see above
 	Until time.Time // when the limit would have admitted it; zero if unknown
 	Err   error     // ErrQueueFull, ErrClosed, ErrWouldExceedDeadline, ErrPaused or the context's error
 }

@@ -93,7 +93,7 @@ type ticket struct {
 func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry bool) (tk ticket, err error) {
 	start := time.Now()
 	if err := ctx.Err(); err != nil {
-		return tk, &WaitError{Key: ks.key, Limit: "wait", Err: err}
+		return tk, &WaitError{Key: ks.key, Limit: "turn", Err: err}
 	}
 	deadline, hasDeadline := ctx.Deadline()
 
@@ -130,10 +130,12 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry b
 			timer.Stop()
 		}
 	}()
+	holding := "line" // the limit it waits for: behind others, in the line
 	for {
 		var sleep time.Duration = -1 // until woken
 		if ks.head == w {
 			at, limit := ks.readyAt(now, t.since(now))
+			holding = limit
 			switch {
 			case !at.After(now) && ctx.Err() == nil:
 				ks.remove(w)
@@ -144,7 +146,7 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry b
 			case !at.After(now): // its turn, but its context ended: take nothing
 				ks.remove(w)
 				ks.mu.Unlock()
-				return tk, &WaitError{Key: ks.key, Limit: "wait", Err: ctx.Err()}
+				return tk, &WaitError{Key: ks.key, Limit: "turn", Err: ctx.Err()}
 			case at.Equal(never):
 			case hasDeadline && at.After(deadline), limit == "pause" && at.Sub(now) > t.cfg.retry.MaxRetryAfter:
 				ks.remove(w)
@@ -162,7 +164,10 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry b
 		if err != nil {
 			ks.remove(w)
 			ks.mu.Unlock()
-			return tk, &WaitError{Key: ks.key, Limit: limitOf(err), Err: err}
+			if err == ErrClosed {
+				holding = "closed"
+			}
+			return tk, &WaitError{Key: ks.key, Limit: holding, Err: err}
 		}
 	}
 }
@@ -192,13 +197,6 @@ func (t *Transport) waitError(ks *keyState, limit string, until time.Time, late 
 	}
 	ks.stats.RefusedPaused++
 	return &WaitError{Key: ks.key, Limit: limit, Until: until, Err: ErrPaused}
-}
-
-func limitOf(err error) string {
-	if err == ErrClosed {
-		return "closed"
-	}
-	return "wait"
 }
 
 // sleep waits for d (d < 0: indefinitely) or until woken, honouring ctx and

@@ -176,6 +176,7 @@ func TestCancelReturnsPromptly(t *testing.T) {
 		err := <-done
 		assert.Zero(t, time.Since(start))
 		require.ErrorIs(t, err, context.Canceled)
+		assert.Contains(t, err.Error(), `key "c.test": rate: context canceled`, "says which limit held it")
 	})
 }
 
