@@ -19,6 +19,7 @@ type keyState struct {
 
 	mu         sync.Mutex
 	lim        *rate.Limiter // nil: unpaced (a pace may be learned, see adapt.go)
+	limAt      time.Time     // the latest time lim was used at: its clock never goes back
 	wins       []windowLog
 	holding    int     // in-flight slots held (MaxInFlight > 0)
 	head, tail *waiter // the line
@@ -111,6 +112,7 @@ func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) (tk tick
 	}
 	if ks.lim != nil {
 		ks.lim.ReserveN(now, 1) // at most a float error's worth early
+		ks.limAt = now
 	}
 	for i := range ks.wins {
 		ks.wins[i].add(mono)

@@ -60,7 +60,16 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
 	ks.sending--
-	ok := resp != nil && !h.throttled && resp.StatusCode != http.StatusServiceUnavailable
+	// now was read before the lock: another attempt may have used the
+	// limiter since, and its clock must not go back (x/time/rate would count
+	// the time between twice).
+	paceNow := now
+	if ks.limAt.After(paceNow) {
+		paceNow = ks.limAt
+	}
+	ks.limAt = paceNow
+	// ok: the server took the request (a 5xx says nothing about the pace).
+	ok := resp != nil && !h.throttled && resp.StatusCode < http.StatusInternalServerError
 	switch {
 	case resp != nil && resp.StatusCode == http.StatusTooManyRequests, h.throttled && resp.StatusCode == http.StatusForbidden:
 		ks.stats.Throttled++
@@ -73,12 +82,12 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 		ks.probe = probeDue
 		if ok && !ks.pauseUntil.After(now) {
 			ks.probe = probeNone
-			ks.resume(now)
+			ks.resume(paceNow)
 		}
 	}
 	if ok {
 		ks.adapt.accepted++
-		ks.recover(now)
+		ks.recover(paceNow)
 	}
 	if !tk.probe && ks.ramp > 0 && ok {
 		ks.ramp++ // slow start: one more per answer, doubling per round trip
@@ -100,7 +109,7 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	}
 	if !ks.pauseUntil.After(now) && pause > 0 {
 		ks.stats.Pauses++
-		ks.slow(now)
+		ks.slow(paceNow)
 	}
 	ks.pauseUntil, ks.pauseBy = until, source
 	ks.ramp = 0

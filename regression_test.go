@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -178,5 +179,47 @@ func TestRetryAfterZeroStillBacksOff(t *testing.T) {
 		for i := 1; i < 4; i++ {
 			assert.LessOrEqual(t, ts[i]-ts[i-1], time.Second<<(i-1))
 		}
+	})
+}
+
+func TestKeyWhoseBasePanickedIsStillSwept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Host == "panic.test" {
+				panic("boom")
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		assert.Panics(t, func() { _ = do(t, rt, "http://panic.test/") })
+		for i := range 5000 { // enough new keys for sweeps
+			require.NoError(t, do(t, rt, fmt.Sprintf("http://k%d.test/", i)))
+		}
+		keys := rt.Stats().Keys
+		assert.NotContains(t, keys, "panic.test", "its reference was given back")
+		assert.EqualValues(t, 5001, rt.Stats().Total.Requests)
+	})
+}
+
+func TestFailingServerDoesNotRaiseThePace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		throttled := true
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			if throttled {
+				throttled = false
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return reply(r, http.StatusInternalServerError), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 1}),
+			throttle.WithRetry(throttle.Retry{MaxAttempts: 2}))
+		defer rt.Close()
+		_, _ = status(t, rt, http.MethodGet, "http://f.test/") // 429, then a 500: slowed to 8/s
+		for range 5 {
+			time.Sleep(time.Minute)
+			_, _ = status(t, rt, http.MethodGet, "http://f.test/")
+		}
+		assert.EqualValues(t, 8, rt.Stats().Keys["f.test"].Rate, "500s are no sign that the pace may rise")
 	})
 }

@@ -105,16 +105,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ks := t.acquire(pol, key)
 	r := request{t: t, ks: ks, req: req, ctx: req.Context(), seq: t.seq.Add(1), start: time.Now()}
-	resp, err := r.do()
-	ks.mu.Lock()
-	ks.refs--
-	ks.stats.Requests++
-	if r.waited > 0 {
-		ks.stats.Waited++
-		ks.stats.WaitTime += r.waited
-	}
-	ks.mu.Unlock()
-	return resp, err
+	defer func() { // deferred, so that a panicking base does not pin the key
+		ks.mu.Lock()
+		ks.refs--
+		ks.stats.Requests++
+		if r.waited > 0 {
+			ks.stats.Waited++
+			ks.stats.WaitTime += r.waited
+		}
+		ks.mu.Unlock()
+	}()
+	return r.do()
 }
 
 // request is one RoundTrip on its way through attempts.
