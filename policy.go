@@ -60,12 +60,17 @@ type Policy struct {
 
 // Window is a quota of at most N requests in ANY interval of length Per: a
 // sliding log, so a client under it is safe whether the server counts in
-// fixed or sliding windows. Both N and Per must be positive. It keeps the
+// fixed or sliding windows. Both N and Per must be positive (Per at most
+// ten years). It keeps the
 // times of the last N requests: 8 bytes each, while the key is in use.
 type Window struct {
 	N   int
 	Per time.Duration
 }
+
+// maxPer is the longest window: ten years, far below where time arithmetic
+// would overflow.
+const maxPer = 10 * 365 * 24 * time.Hour
 
 func (w Window) String() string { return fmt.Sprintf("window %d/%v", w.N, w.Per) }
 
@@ -98,8 +103,8 @@ func (p Policy) Validate() error {
 		errs = append(errs, fmt.Errorf("invalid MaxInFlight %d: must be >= 0", p.MaxInFlight))
 	}
 	for i, w := range p.Windows {
-		if w.N <= 0 || w.Per <= 0 {
-			errs = append(errs, fmt.Errorf("invalid Windows[%d] {N: %d, Per: %v}: N and Per must be > 0", i, w.N, w.Per))
+		if w.N <= 0 || w.Per <= 0 || w.Per > maxPer {
+			errs = append(errs, fmt.Errorf("invalid Windows[%d] {N: %d, Per: %v}: N must be > 0, Per in (0, %v]", i, w.N, w.Per, maxPer))
 		}
 	}
 	if len(errs) == 0 {

@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"math"
 	"errors"
 	"net/http"
 	"runtime"
@@ -238,6 +239,7 @@ func TestBadConfiguration(t *testing.T) {
 		{"queue-with-inf-rate", throttle.Policy{Rate: rate.Inf, Queue: 3}, "Queue 3 without a finite Rate"},
 		{"window-n-0", throttle.Policy{Windows: []throttle.Window{{N: 0, Per: time.Second}}}, "Windows[0]"},
 		{"window-per-0", throttle.Policy{Windows: []throttle.Window{{N: 1}}}, "Windows[0]"},
+		{"window-per-huge", throttle.Policy{Windows: []throttle.Window{{N: 1, Per: math.MaxInt64}}}, "Per in (0, "},
 		{"negative-inflight", throttle.Policy{MaxInFlight: -1}, "MaxInFlight -1"},
 		{"negative-burst", throttle.Policy{Burst: -2}, "Burst -2"},
 	}
