@@ -2,8 +2,8 @@ package throttle_test
 
 import (
 	"context"
-	"math"
 	"errors"
+	"math"
 	"net/http"
 	"runtime"
 	"strconv"
