@@ -12,12 +12,13 @@ import (
 // to serve on a socket (NewServer does), and an http.RoundTripper that serves
 // in-process without any network, for tests inside testing/synctest bubbles.
 //
-// Every request is counted (see Stats). A request without a key gets 401; one that
-// a quota refuses gets 429 with Retry-After; an admitted one waits its turn in any
-// leaky-bucket queue, then Latency, then gets 200 with {"ok":true}, whatever its
-// method (POST and PUT too: one status means accepted), or a random 503 (see
-// Config.Unavailable). GET /__stats answers Stats as JSON, needs no key and is
-// not counted.
+// Every request is counted (see Stats). A request arrives after any
+// Config.ArrivalJitter; one that arrives during an Outage gets 503 at once; one
+// without a key gets 401; one that a quota refuses gets 429 with Retry-After; an
+// admitted one waits its turn in any leaky-bucket queue, then Latency, then gets
+// 200 with {"ok":true}, whatever its method (POST and PUT too: one status means
+// accepted), or a random 503 (see Config.Unavailable). GET /__stats answers Stats
+// as JSON at once, needs no key and is not counted.
 //
 // An API reads time only through time.Now and timers, so inside a synctest bubble
 // it runs on the bubble's fake clock; create it inside the bubble that uses it.
@@ -25,9 +26,10 @@ import (
 type API struct {
 	cfg Config
 
-	mu   sync.Mutex
-	keys map[string]*keyState
-	rng  *rand.Rand
+	mu    sync.Mutex
+	keys  map[string]*keyState
+	rng   *rand.Rand
+	start time.Time // of the clock of the Outages: NewAPI or Reset
 
 	stats recorder
 }
@@ -37,11 +39,18 @@ var (
 	_ http.RoundTripper = (*API)(nil)
 )
 
-// NewAPI returns an API with the given configuration. It opens no socket and starts
-// no goroutine. It panics if a Limit cannot work (say, a token bucket without Rate).
+// NewAPI returns an API with the given configuration; the clock of its Outages
+// starts now. It opens no socket and starts no goroutine. It panics if a Limit or
+// an Outage cannot work (say, a token bucket without Rate).
 func NewAPI(cfg Config) *API {
 	cfg.validate()
 	cfg.Limits = slices.Clone(cfg.Limits)
+	cfg.Outages = slices.Clone(cfg.Outages)
+	for i := range cfg.Outages {
+		if cfg.Outages[i].RetryAfter == 0 {
+			cfg.Outages[i].RetryAfter = time.Second
+		}
+	}
 	if cfg.KeyHeader == "" {
 		cfg.KeyHeader = "X-API-Key"
 	}
@@ -54,12 +63,13 @@ func NewAPI(cfg Config) *API {
 }
 
 // Reset returns the API to its state just after NewAPI: every quota whole, every
-// count zero, the random draws restarted from Seed. Call it while no request is
-// being served.
+// count zero, the random draws restarted from Seed, the clock of the Outages
+// restarted now. Call it while no request is being served.
 func (a *API) Reset() {
 	a.mu.Lock()
 	a.keys = make(map[string]*keyState)
 	a.rng = rand.New(rand.NewPCG(uint64(a.cfg.Seed), 0))
+	a.start = time.Now()
 	a.mu.Unlock()
 	a.stats.reset()
 }
@@ -85,6 +95,16 @@ func (a *API) state(key string) *keyState {
 		a.keys[key] = k
 	}
 	return k
+}
+
+// arrivalDelay returns the random delay of one request on its way to the API.
+func (a *API) arrivalDelay() time.Duration {
+	if a.cfg.ArrivalJitter == 0 {
+		return 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return time.Duration(a.rng.Int64N(int64(a.cfg.ArrivalJitter)))
 }
 
 // draw returns the random part of one admitted request: its delay and whether it

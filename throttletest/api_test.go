@@ -210,7 +210,7 @@ type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
 
-func TestNewAPIPanicsOnLimitsThatCannotWork(t *testing.T) {
+func TestNewAPIPanicsOnConfigsThatCannotWork(t *testing.T) {
 	tests := map[string]throttletest.Config{
 		"bucket-without-rate":   {Limits: []throttletest.Limit{{Algorithm: throttletest.TokenBucket}}},
 		"rate-too-small":        {Limits: []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 1e-12}}},
@@ -222,6 +222,11 @@ func TestNewAPIPanicsOnLimitsThatCannotWork(t *testing.T) {
 		"name-not-ascii":        {Limits: []throttletest.Limit{{Algorithm: throttletest.Concurrency, N: 1, Name: "é"}}},
 		"unavailable-over-1":    {Unavailable: 1.5},
 		"negative-latency":      {Latency: -time.Second},
+		"negative-arrival":      {ArrivalJitter: -time.Second},
+		"outage-before-start":   {Outages: []throttletest.Outage{{Start: -time.Second, Duration: time.Second}}},
+		"outage-without-length": {Outages: []throttletest.Outage{{Start: time.Second}}},
+		"outage-negative-wait":  {Outages: []throttletest.Outage{{Duration: time.Second, RetryAfter: -time.Second}}},
+		"outage-overflows":      {Outages: []throttletest.Outage{{Start: time.Duration(1 << 62), Duration: time.Duration(1 << 62)}}},
 	}
 	for name, cfg := range tests {
 		t.Run(name, func(t *testing.T) {

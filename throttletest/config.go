@@ -130,6 +130,14 @@ type Config struct {
 	// with neither gets 401.
 	KeyHeader string
 
+	// ArrivalJitter delays every request by a random time, uniform in
+	// [0, ArrivalJitter), before anything else sees it, to play jitter on the way to
+	// a real server: the Outages and the quotas see a request when its delay ends,
+	// so requests sent in one order may be counted in another, and requests sent
+	// apart may bunch up. Zero means none. The delay ends early, with the request
+	// canceled, when the request's context ends.
+	ArrivalJitter time.Duration
+
 	// Latency delays every admitted request before it is answered, after any wait in
 	// a leaky-bucket queue; zero means no delay. The delay ends early, with the
 	// request canceled, when the request's context ends.
@@ -146,12 +154,23 @@ type Config struct {
 	// second.
 	UnavailableRetryAfter time.Duration
 
-	// Seed seeds every random draw (Unavailable, LatencyJitter): the same Seed and the
-	// same sequence of requests give the same answers. Zero is a seed like any other.
+	// Outages are spans of time in which the backend is down (see Outage): a request
+	// that arrives during one, after its ArrivalJitter, is answered 503 at once,
+	// without Latency, with the outage's Retry-After. It is counted in Stats as
+	// Outage, apart from the random 503s, and not against the quotas: it never
+	// reached the backend. A request that arrived before an outage began is answered
+	// as usual. When outages overlap, the first listed gives the Retry-After. Nil
+	// means none.
+	Outages []Outage
+
+	// Seed seeds every random draw (ArrivalJitter, Unavailable, LatencyJitter): the
+	// same Seed and the same sequence of requests give the same answers. Zero is a
+	// seed like any other.
 	Seed int64
 }
 
-// validate panics, as httptest does on misuse, when a Limit cannot work.
+// validate panics, as httptest does on misuse, when a Limit or an Outage cannot
+// work.
 func (c Config) validate() {
 	for i, l := range c.Limits {
 		bad := func(what string) {
@@ -188,7 +207,10 @@ func (c Config) validate() {
 	if c.Unavailable < 0 || c.Unavailable > 1 {
 		panic("throttletest: Unavailable must be within [0, 1]")
 	}
-	if c.Latency < 0 || c.LatencyJitter < 0 || c.UnavailableRetryAfter < 0 {
+	if c.ArrivalJitter < 0 || c.Latency < 0 || c.LatencyJitter < 0 || c.UnavailableRetryAfter < 0 {
 		panic("throttletest: durations must be >= 0")
+	}
+	for i, o := range c.Outages {
+		o.validate(i)
 	}
 }

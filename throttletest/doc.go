@@ -4,9 +4,10 @@
 // An API applies any mix of quota algorithms (token bucket, leaky-bucket queue,
 // fixed window, sliding log, sliding counter, concurrency limit) to each API key,
 // answers 429 with a Retry-After computed from the true wait and, on demand, the
-// X-RateLimit-* and IETF RateLimit/RateLimit-Policy headers; it can add latency and
-// a seeded share of random 503s, and it counts everything it saw, including the
-// most requests accepted in any one second (see Stats).
+// X-RateLimit-* and IETF RateLimit/RateLimit-Policy headers; it can add jitter on
+// the way in, latency, a seeded share of random 503s and outages (spans of time
+// answered 503 only), and it counts everything it saw, including the most requests
+// accepted in any one second (see Stats).
 //
 // Rounding: a Retry-After in seconds, X-RateLimit-Reset and the IETF t parameter
 // are the true wait rounded up to whole seconds, and Retry-After is never 0; a

@@ -65,8 +65,8 @@ func (a *API) handle(r *http.Request) (reply, error) {
 	return a.serve(r)
 }
 
-// serve is the request path: read the body, find the key, admit, wait for the queue
-// turn and the latency, answer.
+// serve is the request path: read the body, arrive, then answer as the backend
+// is: down in an outage, else up.
 func (a *API) serve(r *http.Request) (reply, error) {
 	var n int64
 	var err error
@@ -78,14 +78,27 @@ func (a *API) serve(r *http.Request) (reply, error) {
 		a.stats.record(key, canceled, false, n, time.Time{})
 		return reply{}, fmt.Errorf("throttletest: reading request body: %w", err)
 	}
+	if err := sleep(r.Context(), a.arrivalDelay()); err != nil {
+		a.stats.record(key, canceled, false, n, time.Time{})
+		return reply{}, err
+	}
+	now := time.Now()
+	if o, down := a.outageAt(now); down {
+		a.stats.record(key, inOutage, false, n, time.Time{})
+		return a.cfg.serviceUnavailable(now, o.RetryAfter), nil
+	}
 	if key == "" {
 		a.stats.record(key, unauthorized, false, n, time.Time{})
 		return newReply(http.StatusUnauthorized, "missing API key"), nil
 	}
+	return a.answer(r.Context(), key, n, now)
+}
 
+// answer serves a request of key, with n body bytes, that arrived at now while
+// the backend is up: admit, wait for the queue turn and the latency, answer.
+func (a *API) answer(ctx context.Context, key string, n int64, now time.Time) (reply, error) {
 	k := a.state(key)
 	wantQuotas := a.cfg.XRateLimit || a.cfg.IETF
-	now := time.Now()
 	ad := k.admit(now, wantQuotas)
 	if !ad.ok {
 		a.stats.record(key, throttled, false, n, time.Time{})
@@ -97,7 +110,6 @@ func (a *API) serve(r *http.Request) (reply, error) {
 	defer k.release()
 	a.stats.admit(key)
 
-	ctx := r.Context()
 	if err := sleep(ctx, time.Until(ad.serveAt)); err != nil {
 		a.stats.record(key, canceled, true, n, time.Time{})
 		return reply{}, err
@@ -110,9 +122,7 @@ func (a *API) serve(r *http.Request) (reply, error) {
 	}
 	if down {
 		a.stats.record(key, unavailable, true, n, time.Time{})
-		rep := newReply(http.StatusServiceUnavailable, "service unavailable")
-		rep.setRetryAfter(a.cfg.RetryAfter, time.Now(), a.cfg.UnavailableRetryAfter)
-		return rep, nil
+		return a.cfg.serviceUnavailable(time.Now(), a.cfg.UnavailableRetryAfter), nil
 	}
 	a.stats.record(key, accepted, true, n, servedAt)
 	rep := reply{status: http.StatusOK, header: jsonHeader(), body: `{"ok":true}` + "\n"}
@@ -154,6 +164,13 @@ func newReply(status int, msg string) reply {
 
 func jsonHeader() http.Header {
 	return http.Header{"Content-Type": {"application/json"}}
+}
+
+// serviceUnavailable is a 503 that tells the client to come back after d from now.
+func (c *Config) serviceUnavailable(now time.Time, d time.Duration) reply {
+	rep := newReply(http.StatusServiceUnavailable, "service unavailable")
+	rep.setRetryAfter(c.RetryAfter, now, d)
+	return rep
 }
 
 func (rep *reply) setRetryAfter(f RetryAfterFormat, now time.Time, d time.Duration) {

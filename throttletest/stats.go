@@ -7,15 +7,16 @@ import (
 )
 
 // Counts are what the API saw, for one key or in total. Requests is the sum of the
-// five outcomes, counted when a request is answered.
+// six outcomes, counted when a request is answered.
 type Counts struct {
 	Requests     int64 `json:"requests"`     // every request but GET /__stats
 	Accepted     int64 `json:"accepted"`     // answered 200
 	Throttled    int64 `json:"throttled"`    // answered 429 by a quota
 	Unavailable  int64 `json:"unavailable"`  // answered 503 by the Unavailable share
+	Outage       int64 `json:"outage"`       // answered 503: arrived during an Outage
 	Unauthorized int64 `json:"unauthorized"` // answered 401: no API key
-	// Canceled requests got no answer: their context ended while they waited in a
-	// queue or in Latency, or their body could not be read.
+	// Canceled requests got no answer: their context ended while they waited in
+	// ArrivalJitter, a queue or Latency, or their body could not be read.
 	Canceled int64 `json:"canceled"`
 	// BytesReceived counts request body bytes; every body is read to its end.
 	BytesReceived int64 `json:"bytes_received"`
@@ -55,6 +56,7 @@ const (
 	accepted outcome = iota
 	throttled
 	unavailable
+	inOutage
 	unauthorized
 	canceled
 )
@@ -78,6 +80,8 @@ func (t *tally) add(o outcome, admitted bool, bytes int64, at time.Time) {
 		t.c.Throttled++
 	case unavailable:
 		t.c.Unavailable++
+	case inOutage:
+		t.c.Outage++
 	case unauthorized:
 		t.c.Unauthorized++
 	case canceled:

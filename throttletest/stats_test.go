@@ -98,9 +98,9 @@ func TestStatsJSONFieldNames(t *testing.T) {
 	b, err := json.Marshal(throttletest.Stats{Keys: map[string]throttletest.Counts{"k": {Requests: 1}}})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{
-		"total": {"requests":0,"accepted":0,"throttled":0,"unavailable":0,"unauthorized":0,
+		"total": {"requests":0,"accepted":0,"throttled":0,"unavailable":0,"outage":0,"unauthorized":0,
 		          "canceled":0,"bytes_received":0,"peak_per_second":0,"in_flight":0,"peak_in_flight":0},
-		"keys": {"k": {"requests":1,"accepted":0,"throttled":0,"unavailable":0,"unauthorized":0,
+		"keys": {"k": {"requests":1,"accepted":0,"throttled":0,"unavailable":0,"outage":0,"unauthorized":0,
 		               "canceled":0,"bytes_received":0,"peak_per_second":0,"in_flight":0,"peak_in_flight":0}}
 	}`, string(b))
 }

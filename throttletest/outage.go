@@ -1,0 +1,59 @@
+package throttletest
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// An Outage is a span of time in which the fake API's backend is down (see
+// Config.Outages): it begins Start after NewAPI or Reset and lasts Duration, and
+// every request that arrives within [Start, Start+Duration) gets 503 with a
+// Retry-After of RetryAfter, in the Config's RetryAfter format.
+type Outage struct {
+	// Start is when the outage begins, counted from NewAPI or Reset; it must be >= 0.
+	Start time.Duration
+	// Duration is how long the outage lasts; it must be > 0.
+	Duration time.Duration
+	// RetryAfter is the wait the 503s announce; zero means 1 second, as for
+	// Config.UnavailableRetryAfter. It need not match the time left in the outage:
+	// a backend that is down seldom knows when it will be back.
+	RetryAfter time.Duration
+}
+
+// validate panics, as Config.validate does, when the i-th outage cannot work.
+func (o Outage) validate(i int) {
+	bad := func(what string) {
+		panic(fmt.Sprintf("throttletest: Outages[%d]: %s", i, what))
+	}
+	switch {
+	case o.Start < 0 || o.RetryAfter < 0:
+		bad("Start and RetryAfter must be >= 0")
+	case o.Duration <= 0:
+		bad("Duration must be > 0")
+	case o.Duration > math.MaxInt64-o.Start:
+		bad("Start+Duration overflows a time.Duration")
+	}
+}
+
+// covers reports whether the outage covers the instant that is since after
+// NewAPI or Reset.
+func (o Outage) covers(since time.Duration) bool {
+	return since >= o.Start && since-o.Start < o.Duration
+}
+
+// outageAt returns the first outage that covers now, if any.
+func (a *API) outageAt(now time.Time) (Outage, bool) {
+	if len(a.cfg.Outages) == 0 {
+		return Outage{}, false
+	}
+	a.mu.Lock()
+	since := now.Sub(a.start)
+	a.mu.Unlock()
+	for _, o := range a.cfg.Outages {
+		if o.covers(since) {
+			return o, true
+		}
+	}
+	return Outage{}, false
+}
