@@ -9,10 +9,12 @@ import (
 type EventKind uint8
 
 const (
-	// EventThrottled: the server answered 429, a 503 with Retry-After, or a
-	// 403 saying the quota is spent.
+	// EventThrottled: the server answered with a quota signal: 429, or a 403
+	// with Retry-After or saying the quota is spent.
 	EventThrottled EventKind = iota + 1
-	// EventPaused: the key is paused until Event.Until (begun or extended).
+	// EventPaused: the key is paused until Event.Until (begun or extended);
+	// Event.Reason says "quota" (a quota signal) or "outage" (502, 503, 504
+	// or network errors dominated the key's recent answers).
 	EventPaused
 	// EventRetry: the request will be tried again after Event.Delay (at the
 	// earliest: the pause and the pacer may hold it longer).
@@ -47,7 +49,7 @@ type Event struct {
 	Until   time.Time     // EventPaused: the end of the pause
 	Source  string        // EventPaused: "Retry-After", "RateLimit", "X-RateLimit-Reset" or "backoff"
 	Delay   time.Duration // EventRetry: the delay before the next attempt
-	Reason  string        // EventGaveUp: why retrying ended
+	Reason  string        // EventGaveUp: why retrying ended; EventPaused: "quota" or "outage"
 }
 
 // LogValue makes an Event log as a group of its set fields with log/slog.

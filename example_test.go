@@ -70,7 +70,7 @@ func ExampleWithEvents() {
 	fmt.Println(resp.StatusCode)
 	// Output:
 	// level=INFO msg=throttle event.kind=throttled event.key=api.example.com event.attempt=1 event.status=429
-	// level=INFO msg=throttle event.kind=paused event.key=api.example.com event.attempt=1 event.status=429 event.source=Retry-After
+	// level=INFO msg=throttle event.kind=paused event.key=api.example.com event.attempt=1 event.status=429 event.source=Retry-After event.reason=quota
 	// level=INFO msg=throttle event.kind=retry event.key=api.example.com event.attempt=1 event.status=429
 	// 200
 }

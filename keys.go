@@ -20,16 +20,23 @@ type keyState struct {
 	mu         sync.Mutex
 	lim        *rate.Limiter // nil: unpaced (a pace may be learned, see adapt.go)
 	limAt      time.Time     // the latest time lim was used at: its clock never goes back
+	reserve    int           // tokens of Burst held back against jitter (see latency.go)
 	wins       []windowLog
-	holding    int     // in-flight slots held (MaxInFlight > 0)
+	slots      int     // in-flight slots held (MaxInFlight > 0)
 	head, tail *waiter // the line
 	waiting    int
+	admitted   uint64 // attempts admitted so far: each ticket's number
 
 	pauseUntil time.Time // the server said: nothing before this
 	pauseBy    string    // which header set the pause
 	probe      probeState
-	ramp       int        // > 0: at most this many attempts awaiting their response
-	sending    int        // attempts sent, response not yet in
+	probeAt    time.Time // when the probe out was sent
+	probeID    uint64    // its admission number
+	ramp       int       // > 0: at most this many attempts awaiting their response
+	rampAt     time.Time // when the ramp last let one go
+	sending    int       // attempts sent, response not yet in
+	lat        latency
+	health     health
 	adapt      adaptation // the pace's record of the server's objections
 	budget     budget
 
@@ -52,24 +59,36 @@ var never = time.Unix(1<<62, 0)
 
 // readyAt is the earliest time at which the head of the line may go, and the
 // limit that holds it until then (never: until woken). It takes nothing.
+//
+// A probe, or a ramp that is full, holds the rest only until its answer is
+// overdue (latency.probeWait): then one more may go, so an answer that never
+// comes cannot hold the key.
 func (ks *keyState) readyAt(now time.Time, mono time.Duration) (time.Time, string) {
+	at, limit := now, ""
 	if ks.probe == probeOut {
-		return never, "probe"
+		if end := ks.probeAt.Add(ks.lat.probeWait()); end.After(at) {
+			at, limit = end, "probe"
+		}
 	}
 	if ks.ramp > 0 && ks.sending >= ks.ramp {
-		return never, "ramp"
+		if end := ks.rampAt.Add(ks.lat.probeWait()); end.After(at) {
+			at, limit = end, "ramp"
+		}
 	}
-	if ks.pol.MaxInFlight > 0 && ks.holding >= ks.pol.MaxInFlight {
+	if ks.pol.MaxInFlight > 0 && ks.slots >= ks.pol.MaxInFlight {
 		return never, "in-flight"
 	}
-	at, limit := now, ""
 	if ks.pauseUntil.After(at) {
 		at, limit = ks.pauseUntil, "pause"
 	}
 	for i := range ks.wins {
 		w := &ks.wins[i]
 		off := mono + at.Sub(now)
-		if next := w.nextAt(off, 0); next > off {
+		next := w.nextAt(off, 0, false)
+		if next == holdsForAnswer {
+			return never, w.String()
+		}
+		if next > off {
 			at, limit = at.Add(next-off), w.String()
 		}
 	}
@@ -90,7 +109,7 @@ func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead int) (ti
 	}
 	for i := range ks.wins {
 		w := &ks.wins[i]
-		if next := w.nextAt(mono, ahead); now.Add(next - mono).After(at) {
+		if next := w.nextAt(mono, ahead, true); now.Add(next - mono).After(at) {
 			at, limit = now.Add(next-mono), w.String()
 		}
 	}
@@ -103,10 +122,12 @@ func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead int) (ti
 }
 
 // take admits the head at now: a token, an entry in every window, an
-// in-flight slot, and the probe if one is due. readyAt(now) must have said
-// now.
+// in-flight slot, and the probe if one is due (or the last one's answer is
+// overdue). readyAt(now) must have said now.
 func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) (tk ticket) {
 	ks.stats.Attempts++
+	ks.admitted++
+	tk.adm, tk.sent, tk.mono = ks.admitted, now, mono
 	if !retry {
 		ks.budget.first(now)
 	}
@@ -115,16 +136,20 @@ func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) (tk tick
 		ks.limAt = now
 	}
 	for i := range ks.wins {
-		ks.wins[i].add(mono)
+		ks.wins[i].add(mono, tk.adm)
 	}
 	ks.sending++
 	if ks.pol.MaxInFlight > 0 {
-		ks.holding++
+		ks.slots++
 		tk.slot = true
 	}
-	if ks.probe == probeDue {
-		ks.probe = probeOut
+	if ks.probe != probeNone {
+		ks.probe, ks.probeAt, ks.probeID = probeOut, now, tk.adm
 		tk.probe = true
+	}
+	if ks.ramp > 0 {
+		ks.ramp = max(ks.ramp, ks.sending) // past ramp only when the head's answer was overdue
+		ks.rampAt = now
 	}
 	return tk
 }
@@ -132,7 +157,7 @@ func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) (tk tick
 // freeSlot gives back an in-flight slot and lets the head recompute.
 func (ks *keyState) freeSlot() {
 	ks.mu.Lock()
-	ks.holding--
+	ks.slots--
 	ks.wakeHead()
 	ks.mu.Unlock()
 }
@@ -145,7 +170,7 @@ func (ks *keyState) freeSlot() {
 // go: an idle key draws no retries to limit.)
 func (ks *keyState) idle(now time.Time, mono time.Duration) bool {
 	if ks.refs > 0 || ks.waiting > 0 || ks.sending > 0 ||
-		ks.pauseUntil.After(now) || ks.holding > 0 || ks.keep(now) {
+		ks.pauseUntil.After(now) || ks.slots > 0 || ks.keep(now) {
 		return false
 	}
 	if ks.lim != nil && ks.lim.TokensAt(now) < float64(ks.lim.Burst()) {
@@ -208,6 +233,10 @@ func (t *Transport) acquire(p *policy, key string) *keyState {
 
 func (t *Transport) newKeyState(p *policy, key string) *keyState {
 	ks := &keyState{key: key, pol: p, lim: p.newLimiter()}
+	ks.adapt.ceil = p.Rate
+	if ks.lim != nil && p.Queue == 0 {
+		ks.reserve = ks.lat.reserve(float64(p.Rate), p.Burst)
+	}
 	if len(p.Windows) > 0 {
 		ks.wins = make([]windowLog, len(p.Windows))
 		for i, w := range p.Windows {

@@ -19,13 +19,14 @@ import (
 
 // TestRetriesReuseConnections runs on real loopback sockets: throttled
 // answers with bodies are drained and closed, so every retry goes over the
-// connection already open instead of dialing a new one.
+// connection already open instead of dialing a new one. (429s: their retries
+// spend no retry budget.)
 func TestRetriesReuseConnections(t *testing.T) {
 	var hits atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if hits.Add(1)%4 != 0 {
 			w.Header().Set("Retry-After", "0")
-			w.WriteHeader(http.StatusServiceUnavailable)
+			w.WriteHeader(http.StatusTooManyRequests)
 			_, _ = w.Write([]byte(strings.Repeat("busy ", 200))) // 1000 bytes to drain
 			return
 		}

@@ -51,53 +51,102 @@ func tokenDelay(lim *rate.Limiter, at time.Time, k int) time.Duration {
 	return max(1, time.Duration(math.Round(secs*1e9)))
 }
 
-// windowLog is an exact sliding window: the times of the last N admissions,
-// as offsets from the transport's epoch, oldest first in a ring.
+// windowLog is an exact sliding window: the last N admissions, oldest first
+// in a ring, as offsets from the transport's epoch.
 //
 // It admits at most n (N, or fewer while the server objects: see adapt.go)
-// in any interval of length Per plus a margin: requests reach the server
-// with varying latency, so a log that is exact at the sender would be one
-// over at a server that counts arrivals. The margin, 1% of Per and at most a
-// second, absorbs that jitter.
+// in any interval of length Per at the server. The server counts a request
+// when it arrives, at some time between its sending and its answer, which the
+// client cannot know. So an entry counts from when it was sent until its
+// answer comes back, and from the answer on it counts as if the server had
+// seen it then, for another Per: never early, whatever the network does, and
+// exact but for the round trip on a quiet one. An entry with no answer yet
+// holds the window until it has one (the attempt ends with a response or an
+// error, either way).
 type windowLog struct {
 	Window
-	n      int             // admitted per window now, <= N
-	margin time.Duration   // added to Per
-	times  []time.Duration // len <= N
-	start  int             // index of the oldest when len == N
+	n, ceil int        // admitted per window now, and the most n climbs back to quickly; <= N
+	cutAt   time.Time  // when n was last cut
+	log     []winEntry // len <= N
+	start   int        // index of the oldest when len == N
+	latest  time.Duration
+}
+
+// winEntry is one admission.
+type winEntry struct {
+	at   time.Duration // the send time while open; the answer's time once closed
+	id   uint32        // the key's admission number (low bits), to find it again
+	open bool          // no answer yet
 }
 
 func newWindowLog(w Window) windowLog {
-	return windowLog{Window: w, n: w.N, margin: min(w.Per/100, time.Second)}
+	return windowLog{Window: w, n: w.N, ceil: w.N}
 }
 
-// at returns the j-th oldest of the logged times.
-func (w *windowLog) at(j int) time.Duration { return w.times[(w.start+j)%len(w.times)] }
+// entry returns the j-th oldest entry.
+func (w *windowLog) entry(j int) *winEntry { return &w.log[(w.start+j)%len(w.log)] }
+
+// holdsForAnswer is what nextAt returns when the next admission must wait for
+// an answer: no time is known.
+const holdsForAnswer = time.Duration(math.MaxInt64)
 
 // nextAt is the earliest time >= now at which the k-th further admission
 // (k = 0: the next) can happen, if none of the k before it is later than
-// needed: never more than n in any interval of length Per (+ margin).
-func (w *windowLog) nextAt(now time.Duration, k int) time.Duration {
-	c := min(len(w.times), w.n) // the logged admissions that can count
-	j := k - (w.n - c)          // which of them the admission must outlive
+// needed: never more than n in any interval of length Per. It is
+// holdsForAnswer when that depends on an answer not yet in, unless bound is
+// set: then an open entry counts from its sending, and the result is a lower
+// bound.
+func (w *windowLog) nextAt(now time.Duration, k int, bound bool) time.Duration {
+	c := min(len(w.log), w.n) // the logged admissions that can count
+	j := k - (w.n - c)        // which of them the admission must outlive
 	if j < 0 || j >= c {
 		return now
 	}
-	return max(now, w.at(len(w.times)-c+j)+w.Per+w.margin)
+	e := w.entry(len(w.log) - c + j)
+	if e.open && !bound {
+		return holdsForAnswer
+	}
+	return max(now, e.at+w.Per)
 }
 
-func (w *windowLog) add(now time.Duration) {
-	if len(w.times) < w.N {
-		w.times = append(w.times, now)
+// add logs the admission numbered id, sent at now.
+func (w *windowLog) add(now time.Duration, id uint64) {
+	e := winEntry{at: now, id: uint32(id), open: true}
+	if len(w.log) < w.N {
+		w.log = append(w.log, e)
 		return
 	}
-	w.times[w.start] = now
+	w.log[w.start] = e
 	w.start = (w.start + 1) % w.N
 }
 
-// expired reports whether no logged admission still counts at now.
+// answered moves the admission numbered id (from 1) to the time its answer
+// came back. The k-th admission of a key sits at index (k-1) mod N: every
+// window of the key logs every admission, from the first.
+func (w *windowLog) answered(id uint64, now time.Duration) {
+	e := &w.log[(id-1)%uint64(w.N)]
+	if e.id != uint32(id) || !e.open {
+		return // overwritten: no longer counted
+	}
+	e.at, e.open = max(e.at, now), false
+	w.latest = max(w.latest, e.at)
+}
+
+// count is how many logged admissions still count at now, open ones included.
+func (w *windowLog) count(now time.Duration) int {
+	c := 0
+	for i := range w.log {
+		if e := &w.log[i]; e.open || e.at+w.Per > now {
+			c++
+		}
+	}
+	return c
+}
+
+// expired reports whether no logged admission still counts at now. It
+// assumes no entry is open (the key has nothing on the wire).
 func (w *windowLog) expired(now time.Duration) bool {
-	return len(w.times) == 0 || w.at(len(w.times)-1)+w.Per+w.margin <= now
+	return len(w.log) == 0 || w.latest+w.Per <= now
 }
 
 func (w *windowLog) String() string { return w.Window.String() }

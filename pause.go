@@ -5,45 +5,77 @@ import (
 	"time"
 )
 
+// This file holds what an answer teaches the key: the signal it carries, the
+// pause it begins, the end of a probe. The signals are of two kinds, told
+// apart because they call for different reactions:
+//
+//   - a quota signal — 429, or 403 with Retry-After or with the quota spent
+//     (GitHub's rate limits) — says the key's pace is too fast: the whole key
+//     pauses until the time given, and the pace is cut (adapt.go);
+//   - an availability signal — 502, 503, 504, or a network error — says the
+//     server had trouble with one request: that request's retry waits its
+//     backoff (never shorter than its Retry-After); the others go on at the
+//     same pace, unless such failures dominate the key's recent answers, an
+//     outage (outage.go): then the key pauses, without a cut.
+
+// signal is what an answer says about the key.
+type signal uint8
+
+const (
+	signalNone        signal = iota // nothing about the key, good or bad
+	signalQuota                     // the pace is too fast
+	signalUnavailable               // the server had trouble with this request
+)
+
 // hint is what one answer says about the key.
 type hint struct {
-	throttled bool          // 429, 503 with Retry-After, or 403 with the quota spent
-	wait      time.Duration // how long the server asks to wait, if hasWait
-	hasWait   bool
-	source    string // the header the wait came from
+	signal  signal
+	wait    time.Duration // how long the server asks to wait, if hasWait
+	hasWait bool
+	source  string // the header the wait came from
 }
 
-// readHint reads a response's signals. Only answers that may throttle are
-// parsed, so a 2xx costs nothing.
-func readHint(resp *http.Response, now time.Time) hint {
+func (h hint) throttled() bool { return h.signal == signalQuota }
+
+// readHint reads an attempt's outcome: a response, or err when there is
+// none (failed says the error is one of the network's, not the caller's).
+// Only answers that may carry a signal are parsed, so a 2xx costs nothing.
+func readHint(resp *http.Response, failed bool, now time.Time) hint {
 	if resp == nil {
+		if failed {
+			return hint{signal: signalUnavailable}
+		}
 		return hint{}
 	}
 	var h hint
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests:
-		h.throttled = true
-	case http.StatusServiceUnavailable, http.StatusForbidden, http.StatusBadGateway, http.StatusGatewayTimeout:
+		h.signal = signalQuota
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		h.signal = signalUnavailable
+	case http.StatusForbidden:
 	default:
 		return h
 	}
-	if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), now); ok && resp.StatusCode != http.StatusForbidden {
+	if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
 		h.wait, h.hasWait, h.source = ra, true, "Retry-After"
-		h.throttled = h.throttled || resp.StatusCode == http.StatusServiceUnavailable
+		if resp.StatusCode == http.StatusForbidden {
+			h.signal = signalQuota // GitHub's secondary rate limit
+		}
 	}
-	switch resp.StatusCode {
-	case http.StatusBadGateway, http.StatusGatewayTimeout:
-		return h // a floor for the retry's delay; no news about the quota
+	if h.signal == signalUnavailable {
+		return h // Retry-After is a floor for the retry's delay; no news about the quota
 	}
 	q, ok := ParseQuota(resp.Header, now)
-	if resp.StatusCode == http.StatusForbidden {
-		// GitHub's primary rate limit: 403 with the quota spent.
+	if h.signal == signalNone {
+		// 403 without Retry-After: GitHub's primary rate limit says the
+		// quota is spent; any other 403 is the caller's business.
 		if !ok || !q.Exhausted() {
 			return hint{}
 		}
-		h.throttled = true
+		h.signal = signalQuota
 	}
-	if h.throttled && !h.hasWait && ok && q.HasReset {
+	if !h.hasWait && ok && q.HasReset {
 		h.wait, h.hasWait = q.Reset, true
 		h.source = "X-RateLimit-Reset"
 		if q.Policy != "" {
@@ -53,78 +85,168 @@ func readHint(resp *http.Response, now time.Time) hint {
 	return h
 }
 
-// learn records an attempt's outcome at the key: the answer it got, a pause
-// of the given length if the answer throttled, and the end of a probe. It
-// reports the pause's end if one began or grew.
-func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, pause time.Duration, now time.Time) (until time.Time, source string) {
+// lesson is what learn reports of an answer.
+type lesson struct {
+	until  time.Time // a pause began or grew until then; zero if not
+	source string    // which header set that pause, or "backoff"
+	outage bool      // that pause is for an outage, not the quota
+	held   time.Time // the key is paused until then now, whatever began it
+}
+
+// learn records an attempt's outcome at the key: the answer it got (or its
+// absence), the probe it ends, and a pause of the given length if the answer
+// is a quota signal or tips the key into an outage.
+func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, pause time.Duration, now time.Time) (ls lesson) {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
+	defer ks.wakeHead()
+	mono := t.since(now)
+	now = ks.clock(now)
 	ks.sending--
-	// now was read before the lock: another attempt may have used the
-	// limiter since, and its clock must not go back (x/time/rate would count
-	// the time between twice).
-	paceNow := now
-	if ks.limAt.After(paceNow) {
-		paceNow = ks.limAt
-	}
-	ks.limAt = paceNow
+	ks.answered(tk, resp != nil, now, mono)
 	// ok: the server took the request (a 5xx says nothing about the pace).
-	ok := resp != nil && !h.throttled && resp.StatusCode < http.StatusInternalServerError
+	ok := resp != nil && h.signal == signalNone && resp.StatusCode < http.StatusInternalServerError
+	failed := h.signal == signalUnavailable
+	outage := (resp != nil || failed) && ks.health.record(mono, failed)
+	ks.count(resp, h)
+	if tk.probe {
+		ks.endProbe(tk, ok, now)
+	}
+	if ok {
+		ks.adapt.accept(now)
+		ks.climb(now)
+		if !tk.probe {
+			ks.widenRamp()
+		}
+	}
 	switch {
-	case resp != nil && resp.StatusCode == http.StatusTooManyRequests, h.throttled && resp.StatusCode == http.StatusForbidden:
+	case h.throttled():
+		ks.slow(tk, now, mono)
+		ls = ks.pause(h, pause, now)
+	case failed && outage:
+		ls = ks.pause(h, pause, now)
+		if !ls.until.IsZero() && !ks.health.outage {
+			ks.health.outage = true
+			ks.stats.Outages++
+		}
+		ls.outage = ks.health.outage
+	}
+	if ks.pauseUntil.After(now) {
+		ls.held = ks.pauseUntil
+	}
+	return ls
+}
+
+// clock returns now, or the latest time the limiter was used at if that is
+// later: now was read before the lock, another attempt may have used the
+// limiter since, and its clock must not go back (x/time/rate would count the
+// time between twice).
+func (ks *keyState) clock(now time.Time) time.Time {
+	if ks.limAt.After(now) {
+		return ks.limAt
+	}
+	ks.limAt = now
+	return now
+}
+
+// answered closes the attempt's window entries at now, and learns its round
+// trip when it got a response.
+func (ks *keyState) answered(tk ticket, response bool, now time.Time, mono time.Duration) {
+	for i := range ks.wins {
+		ks.wins[i].answered(tk.adm, mono)
+	}
+	if !response {
+		return
+	}
+	ks.lat.observe(now.Sub(tk.sent))
+	if ks.lim == nil || ks.pol.Queue > 0 || ks.adapt.learned {
+		return
+	}
+	// The reserve only grows: a key sending at its pace keeps the server's
+	// bucket as low as it found it, so a larger reserve is built by leaving
+	// tokens unused, and giving it back would only have to be paid again.
+	r := ks.lat.reserve(float64(ks.lim.Limit()), ks.pol.Burst)
+	if r <= ks.reserve {
+		return
+	}
+	ks.lim.SetBurstAt(now, max(1, ks.pol.Burst-r))
+	for ; ks.reserve < r; ks.reserve++ {
+		ks.lim.ReserveN(now, 1)
+	}
+}
+
+// count adds the answer to the key's counters.
+func (ks *keyState) count(resp *http.Response, h hint) {
+	switch {
+	case h.throttled():
 		ks.stats.Throttled++
 	case resp != nil && resp.StatusCode == http.StatusServiceUnavailable:
 		ks.stats.Unavailable++
 	}
-	if tk.probe {
-		// The probe's answer decides, unless a pause began or grew while it
-		// was out: then the next attempt after that pause probes again.
+}
+
+// endProbe ends the probe phase when the probe's answer is not a refusal and
+// no pause began while it was out; a failed probe makes the next attempt
+// probe again. (A late answer of a probe whose wait ran out counts as well,
+// if it is good news.)
+func (ks *keyState) endProbe(tk ticket, ok bool, now time.Time) {
+	switch {
+	case ks.probe == probeNone:
+	case ok && !ks.pauseUntil.After(now):
+		ks.probe = probeNone
+		ks.resume(now)
+	case tk.adm == ks.probeID:
 		ks.probe = probeDue
-		if ok && !ks.pauseUntil.After(now) {
-			ks.probe = probeNone
-			ks.resume(paceNow)
-		}
 	}
-	if ok {
-		ks.adapt.accepted++
-		ks.recover(paceNow)
-	}
-	if !tk.probe && ks.ramp > 0 && ok {
-		ks.ramp++ // slow start: one more per answer, doubling per round trip
-		if ks.ramp > ks.waiting+ks.sending {
-			ks.ramp = 0 // no backlog left to hold back
-		}
-	}
-	defer ks.wakeHead()
-	if !h.throttled {
+}
+
+// widenRamp lets one more attempt go per good answer after a pause, which
+// doubles the attempts in flight per round trip, until no backlog is left.
+func (ks *keyState) widenRamp() {
+	if ks.ramp == 0 {
 		return
 	}
-	source = "backoff"
+	ks.ramp++
+	if ks.ramp > ks.waiting+ks.sending {
+		ks.ramp = 0
+	}
+}
+
+// pause holds the key until now+d if that is later than the pause in force,
+// and says so; a pause that begins makes the next attempt a probe.
+func (ks *keyState) pause(h hint, d time.Duration, now time.Time) lesson {
+	until := now.Add(d)
+	if d <= 0 || !until.After(ks.pauseUntil) {
+		return lesson{}
+	}
+	source := "backoff"
 	if h.hasWait {
 		source = h.source
 	}
-	until = now.Add(pause)
-	if !until.After(ks.pauseUntil) {
-		return time.Time{}, ""
-	}
-	if !ks.pauseUntil.After(now) && pause > 0 {
+	if !ks.pauseUntil.After(now) {
 		ks.stats.Pauses++
-		ks.slow(paceNow)
 	}
 	ks.pauseUntil, ks.pauseBy = until, source
 	ks.ramp = 0
 	if ks.probe == probeNone {
 		ks.probe = probeDue
 	}
-	return until, source
+	return lesson{until: until, source: source}
 }
 
 // resume lets the backlog follow a successful probe gently: through the
 // pacer, whose bucket is emptied so the backlog does not go as one burst, or,
-// with no pacer, ramping up from one request in flight.
+// with no pacer, ramping up from one request in flight. An outage is over;
+// the pace's count of accepted answers starts again.
 func (ks *keyState) resume(now time.Time) {
+	ks.health.recovered()
+	ks.adapt.restart(now, ks.admitted)
+	if ks.adapt.calming {
+		ks.adapt.quietAt, ks.adapt.calming = now, false
+	}
 	if ks.lim == nil {
 		ks.ramp = 1
+		ks.rampAt = now
 		if ks.ramp > ks.waiting+ks.sending {
 			ks.ramp = 0
 		}

@@ -189,47 +189,6 @@ func TestPauseHoldsPacedWaitersAndResumesThroughPacer(t *testing.T) {
 	})
 }
 
-func TestRateSlowsAfterThrottleAndRecovers(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		throttleNext := false
-		var mu sync.Mutex
-		base := rtFunc(func(r *http.Request) (*http.Response, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if throttleNext {
-				throttleNext = false
-				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
-			}
-			return reply(r, http.StatusOK), nil
-		})
-		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 1}))
-		defer rt.Close()
-		rate := func() float64 { return float64(rt.Stats().Keys["s.test"].Rate) }
-		steps := []struct {
-			throttle bool
-			want     float64
-		}{
-			{true, 80}, {true, 64}, {true, 51.2}, {false, 56.2}, {false, 61.2},
-		}
-		for i, st := range steps {
-			mu.Lock()
-			throttleNext = st.throttle
-			mu.Unlock()
-			require.NoError(t, do(t, rt, "http://s.test/"))
-			if !st.throttle {
-				time.Sleep(30 * time.Second) // a quiet spell, then an answer
-				require.NoError(t, do(t, rt, "http://s.test/"))
-			}
-			assert.InDelta(t, st.want, rate(), 1e-9, "step %d", i)
-		}
-		for range 20 {
-			time.Sleep(30 * time.Second)
-			require.NoError(t, do(t, rt, "http://s.test/"))
-		}
-		assert.EqualValues(t, 100, rate(), "never above Policy.Rate")
-	})
-}
-
 func TestPauseIsExtendedNeverShortened(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScript(ms(10), func(r *http.Request, n int) *http.Response {
@@ -304,8 +263,11 @@ func TestStatusHandling(t *testing.T) {
 	}{
 		{"429-any-method", http.MethodPost, false, 429, []string{"Retry-After", "1"}, 2, true},
 		{"429-no-retry-after-pauses-for-backoff", http.MethodGet, false, 429, nil, 2, true},
-		{"503-retry-after-get", http.MethodGet, false, 503, []string{"Retry-After", "1"}, 2, true},
-		{"503-retry-after-post", http.MethodPost, false, 503, []string{"Retry-After", "1"}, 1, true},
+		{"503-retry-after-get-isolated", http.MethodGet, false, 503, []string{"Retry-After", "1"}, 2, false},
+		{"503-retry-after-post", http.MethodPost, false, 503, []string{"Retry-After", "1"}, 1, false},
+		{"403-retry-after-post", http.MethodPost, false, 403, []string{"Retry-After", "1"}, 2, true},
+		{"403-quota-spent-get", http.MethodGet, false, 403, []string{"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "2"}, 2, true},
+		{"403-plain-get", http.MethodGet, false, 403, nil, 1, false},
 		{"503-plain-get", http.MethodGet, false, 503, nil, 2, false},
 		{"502-post", http.MethodPost, false, 502, nil, 1, false},
 		{"502-post-idempotency-key", http.MethodPost, true, 502, nil, 2, false},

@@ -42,9 +42,9 @@ func (ks *keyState) insert(w *waiter) int {
 	}
 	ks.waiting++
 	if ks.head == w {
-		signal(w.wake)
+		poke(w.wake)
 		if w.next != nil {
-			signal(w.next.wake) // no longer the head: recompute
+			poke(w.next.wake) // no longer the head: recompute
 		}
 	}
 	return ahead
@@ -69,11 +69,11 @@ func (ks *keyState) remove(w *waiter) {
 
 func (ks *keyState) wakeHead() {
 	if ks.head != nil {
-		signal(ks.head.wake)
+		poke(ks.head.wake)
 	}
 }
 
-func signal(c chan struct{}) {
+func poke(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
 	default:
@@ -82,6 +82,9 @@ func signal(c chan struct{}) {
 
 // ticket is an admitted attempt.
 type ticket struct {
+	adm    uint64        // its number among the key's admissions, from 1
+	sent   time.Time     // when it was admitted
+	mono   time.Duration // the same, from the transport's epoch
 	probe  bool          // the first attempt after a pause
 	slot   bool          // holds one of the key's MaxInFlight slots
 	waited time.Duration // time spent waiting for the turn
@@ -130,16 +133,17 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry b
 			timer.Stop()
 		}
 	}()
-	holding := "line" // the limit it waits for: behind others, in the line
+	waitingFor := "line" // the limit it waits for: behind others, in the line
 	for {
 		var sleep time.Duration = -1 // until woken
 		if ks.head == w {
-			at, limit := ks.readyAt(now, t.since(now))
-			holding = limit
+			mono := t.since(now)
+			at, limit := ks.readyAt(now, mono)
+			waitingFor = limit
 			switch {
 			case !at.After(now) && ctx.Err() == nil:
 				ks.remove(w)
-				tk = ks.take(now, t.since(now), retry)
+				tk = ks.take(now, mono, retry)
 				ks.mu.Unlock()
 				tk.waited = now.Sub(start)
 				return tk, nil
@@ -147,13 +151,13 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry b
 				ks.remove(w)
 				ks.mu.Unlock()
 				return tk, &WaitError{Key: ks.key, Limit: "turn", Err: ctx.Err()}
-			case at.Equal(never):
-			case hasDeadline && at.After(deadline), limit == "pause" && at.Sub(now) > t.cfg.retry.MaxRetryAfter:
+			}
+			if werr := t.refuse(ks, now, 0, deadline, hasDeadline); werr != nil {
 				ks.remove(w)
-				werr := t.waitError(ks, limit, at, hasDeadline && at.After(deadline))
 				ks.mu.Unlock()
 				return tk, werr
-			default:
+			}
+			if !at.Equal(never) {
 				sleep = at.Sub(now)
 			}
 		}
@@ -165,16 +169,18 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry b
 			ks.remove(w)
 			ks.mu.Unlock()
 			if err == ErrClosed {
-				holding = "closed"
+				waitingFor = "closed"
 			}
-			return tk, &WaitError{Key: ks.key, Limit: holding, Err: err}
+			return tk, &WaitError{Key: ks.key, Limit: waitingFor, Err: err}
 		}
 	}
 }
 
 // refuse returns the error for a request with ahead others before it whose
 // turn is known to come after its deadline, or during a pause longer than
-// the longest Retry-After honoured; nil if it may wait.
+// the longest Retry-After honoured; nil if it may wait. What it knows is a
+// lower bound: waits whose end depends on an answer (a probe, a ramp, an
+// in-flight slot, a window entry still on the wire) count as ending now.
 func (t *Transport) refuse(ks *keyState, now time.Time, ahead int, deadline time.Time, hasDeadline bool) error {
 	if ks.pauseUntil.Sub(now) > t.cfg.retry.MaxRetryAfter {
 		return t.waitError(ks, "pause", ks.pauseUntil, false)

@@ -26,10 +26,11 @@ type KeyStats struct {
 	InFlight int           // attempts sent whose response is not yet in
 	Rate     rate.Limit    // the key's pace now (below Policy.Rate after 429s); 0: unpaced
 
-	Throttled   int64 // 429 responses (and 403s that say the quota is spent)
+	Throttled   int64 // quota signals: 429 responses, and 403s with Retry-After or that say the quota is spent
 	Unavailable int64 // 503 responses
 	Retries     int64 // retries scheduled
-	Pauses      int64 // pauses of the key begun by a server's answer
+	Pauses      int64 // pauses of the key begun by a server's answer (quota signals and outages)
+	Outages     int64 // of those pauses, the ones begun because failures dominated the key's recent answers
 	GaveUp      int64 // requests whose retries ended with an error or a throttled answer
 
 	// Refusals, by reason: a request that failed without being sent.
@@ -52,6 +53,7 @@ func (s *KeyStats) add(o *KeyStats) {
 	s.Unavailable += o.Unavailable
 	s.Retries += o.Retries
 	s.Pauses += o.Pauses
+	s.Outages += o.Outages
 	s.GaveUp += o.GaveUp
 	s.RefusedQueueFull += o.RefusedQueueFull
 	s.RefusedDeadline += o.RefusedDeadline

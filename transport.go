@@ -131,71 +131,104 @@ type request struct {
 }
 
 func (r *request) do() (*http.Response, error) {
-	t, ks := r.t, r.ks
 	send := r.req
 	for attempt := 1; ; attempt++ {
-		tk, err := t.admit(r.ctx, ks, r.seq, attempt > 1)
+		tk, err := r.t.admit(r.ctx, r.ks, r.seq, attempt > 1)
 		r.waited += tk.waited
 		if err != nil {
 			closeBody(send)
 			r.count(err)
 			if attempt > 1 {
-				err = fmt.Errorf("throttle: key %q: waiting for attempt %d: %w", ks.key, attempt, err)
+				err = fmt.Errorf("throttle: key %q: waiting for attempt %d: %w", r.ks.key, attempt, err)
 			}
 			return nil, err
 		}
-		resp, err := t.send(ks, tk, send)
-		now := time.Now()
-		h := readHint(resp, now)
-		retryable := r.retryable(resp, err, h)
-		// The delay before a retry, and the pause of a throttled key: the
-		// jittered backoff, never shorter than what the server asked.
-		var delay time.Duration
-		if retryable || h.throttled {
-			delay = max(r.backoff(), h.wait)
-		}
-		until, source := t.learn(ks, tk, resp, h, delay, now)
-		if tk.slot {
-			r.freeSlot(resp)
-		}
-		if h.throttled {
-			t.emit(Event{Kind: EventThrottled, Key: ks.key, Attempt: attempt, Status: resp.StatusCode})
-		}
-		if !until.IsZero() {
-			t.emit(Event{Kind: EventPaused, Key: ks.key, Attempt: attempt, Status: resp.StatusCode, Until: until, Source: source})
-		}
-		if !retryable {
+		resp, err := r.t.send(r.ks, tk, send)
+		o := r.judge(tk, attempt, resp, err)
+		if !o.retryable {
 			if err != nil && attempt > 1 {
-				err = fmt.Errorf("throttle: key %q: after %d attempts: %w", ks.key, attempt, err)
+				err = fmt.Errorf("throttle: key %q: after %d attempts: %w", r.ks.key, attempt, err)
 			}
 			return resp, err
 		}
-		next, why := r.next(attempt, h, delay, now, resp, err)
+		next, why := r.next(attempt, o)
 		if why != "" {
 			r.gaveUp(attempt, resp, err, why)
 			if err != nil {
-				err = fmt.Errorf("throttle: key %q: gave up after %d attempts (%s): %w", ks.key, attempt, why, err)
+				err = fmt.Errorf("throttle: key %q: gave up after %d attempts (%s): %w", r.ks.key, attempt, why, err)
 			}
 			return resp, err
 		}
 		discard(resp)
-		ks.mu.Lock()
-		ks.stats.Retries++
-		ks.mu.Unlock()
-		t.emit(Event{Kind: EventRetry, Key: ks.key, Attempt: attempt, Status: status(resp), Err: err, Delay: delay})
+		r.retrying(attempt, resp, err, o.delay)
 		send = next
-		if !h.throttled && delay > 0 {
-			// A pause makes the retry wait at the key; a backoff, here.
-			var timer *time.Timer
-			werr := t.sleep(r.ctx, nil, delay, &timer)
-			timer.Stop()
-			if werr != nil {
-				closeBody(send)
-				r.count(werr)
-				return nil, &WaitError{Key: ks.key, Limit: fmt.Sprintf("retry %d", attempt), Err: werr}
-			}
+		if werr := r.backOff(o); werr != nil {
+			closeBody(send)
+			r.count(werr)
+			return nil, &WaitError{Key: r.ks.key, Limit: fmt.Sprintf("retry %d", attempt), Err: werr}
 		}
 	}
+}
+
+// outcome is one attempt's result, judged.
+type outcome struct {
+	h         hint
+	retryable bool          // by the rules of Retry, before its limits
+	delay     time.Duration // before a retry: the jittered backoff, never shorter than the server asked
+	ls        lesson
+	now       time.Time // when the answer came
+}
+
+// held reports whether the key's pause covers the retry's delay: the retry
+// waits at the key, with the others, not on its own.
+func (o *outcome) held() bool { return !o.ls.held.Before(o.now.Add(o.delay)) }
+
+// judge reads an attempt's answer, teaches it to the key, gives back the
+// attempt's in-flight slot (or ties it to the body) and tells the events.
+func (r *request) judge(tk ticket, attempt int, resp *http.Response, err error) outcome {
+	o := outcome{now: time.Now()}
+	o.h = readHint(resp, err != nil && r.ctx.Err() == nil && retryableErr(err), o.now)
+	o.retryable = r.retryable(resp, err, o.h)
+	if o.retryable || o.h.signal != signalNone {
+		// Also the length of a pause, should the answer begin one.
+		o.delay = max(r.backoff(), o.h.wait)
+	}
+	o.ls = r.t.learn(r.ks, tk, resp, o.h, o.delay, o.now)
+	if tk.slot {
+		r.freeSlot(resp)
+	}
+	if o.h.throttled() {
+		r.t.emit(Event{Kind: EventThrottled, Key: r.ks.key, Attempt: attempt, Status: resp.StatusCode})
+	}
+	if !o.ls.until.IsZero() {
+		reason := "quota"
+		if o.ls.outage {
+			reason = "outage"
+		}
+		r.t.emit(Event{Kind: EventPaused, Key: r.ks.key, Attempt: attempt, Status: status(resp), Err: err,
+			Until: o.ls.until, Source: o.ls.source, Reason: reason})
+	}
+	return o
+}
+
+// retrying counts and tells a retry that will be made.
+func (r *request) retrying(attempt int, resp *http.Response, err error, delay time.Duration) {
+	r.ks.mu.Lock()
+	r.ks.stats.Retries++
+	r.ks.mu.Unlock()
+	r.t.emit(Event{Kind: EventRetry, Key: r.ks.key, Attempt: attempt, Status: status(resp), Err: err, Delay: delay})
+}
+
+// backOff waits out the retry's delay here, unless the key's pause covers
+// it: then the retry waits at the key.
+func (r *request) backOff(o outcome) error {
+	if o.held() || o.delay <= 0 {
+		return nil
+	}
+	var timer *time.Timer
+	err := r.t.sleep(r.ctx, nil, time.Until(o.now.Add(o.delay)), &timer)
+	timer.Stop()
+	return err
 }
 
 // send passes an admitted attempt to the base RoundTripper. Should the base
@@ -223,13 +256,13 @@ func (r *request) retryable(resp *http.Response, err error, h hint) bool {
 	if err != nil {
 		return r.ctx.Err() == nil && idempotent(r.req) && retryableErr(err)
 	}
-	return h.throttled && resp.StatusCode != http.StatusServiceUnavailable ||
-		retryableStatus(resp.StatusCode) && idempotent(r.req)
+	return h.throttled() || retryableStatus(resp.StatusCode) && idempotent(r.req)
 }
 
 // next returns the request to send for the next attempt, or why not.
-func (r *request) next(attempt int, h hint, delay time.Duration, now time.Time, resp *http.Response, err error) (*http.Request, string) {
+func (r *request) next(attempt int, o outcome) (*http.Request, string) {
 	cfg := &r.t.cfg.retry
+	h, delay, now := o.h, o.delay, o.now
 	deadline, hasDeadline := r.ctx.Deadline()
 	switch {
 	case attempt >= cfg.MaxAttempts:
@@ -240,7 +273,7 @@ func (r *request) next(attempt int, h hint, delay time.Duration, now time.Time, 
 		return nil, fmt.Sprintf("a retry in %v would pass the context's deadline", delay)
 	case now.Add(delay).Sub(r.start) > cfg.MaxElapsed:
 		return nil, fmt.Sprintf("a retry in %v would pass MaxElapsed %v", delay, cfg.MaxElapsed)
-	case !h.throttled && !r.spend(now):
+	case !h.throttled() && !r.spend(now):
 		return nil, "the key's retry budget is spent"
 	}
 	if r.req.Body == nil || r.req.Body == http.NoBody {

@@ -1,0 +1,78 @@
+package throttle
+
+import (
+	"math"
+	"time"
+)
+
+// This file holds what a key observes of its round-trip times, and the two
+// sizes that follow from it: the token reserve against latency jitter and
+// the longest wait for a probe's answer.
+//
+// The estimator is TCP's (RFC 6298): a smoothed round-trip time and a
+// smoothed mean deviation, each answer moving them by 1/8 and 1/4. Their
+// sum srtt + 4·rttvar bounds almost every round trip, and 4·rttvar how much
+// later one request may reach the server than the one sent after it.
+
+const (
+	minProbeWait     = time.Second      // a probe holds the key at least this long
+	maxProbeWait     = 10 * time.Second // and at most this long
+	initialProbeWait = time.Second      // before any round trip is known (RFC 6298's initial RTO)
+)
+
+// latency is a key's estimate of its round-trip times.
+type latency struct {
+	srtt, rttvar time.Duration
+	samples      int
+}
+
+// observe adds one round trip.
+func (l *latency) observe(rtt time.Duration) {
+	rtt = max(rtt, 0)
+	if l.samples == 0 {
+		l.srtt, l.rttvar = rtt, rtt/2
+	} else {
+		dev := l.srtt - rtt
+		if dev < 0 {
+			dev = -dev
+		}
+		l.rttvar += (dev - l.rttvar) / 4
+		l.srtt += (rtt - l.srtt) / 8
+	}
+	l.samples++
+}
+
+// jitter is how much later one request may reach the server than one sent
+// after it: 4·rttvar, zero before the second round trip.
+func (l *latency) jitter() time.Duration {
+	if l.samples < 2 {
+		return 0
+	}
+	return 4 * l.rttvar
+}
+
+// reserve is how many tokens of a bucket of depth burst paced at r are kept
+// back: one, against the dialing of the first connections and the float
+// error of clocks, plus what r admits within the observed jitter, so that
+// requests that bunch up on the way still find a token at the server. At
+// least one token stays usable.
+func (l *latency) reserve(r float64, burst int) int {
+	if burst <= 1 {
+		return 0
+	}
+	extra := math.Ceil(l.jitter().Seconds() * r)
+	if extra >= float64(burst) { // also catches +Inf
+		return burst - 1
+	}
+	return min(1+int(extra), burst-1)
+}
+
+// probeWait is how long a probe, or the head of a ramp, holds back the rest
+// of the key without an answer before the next attempt may go: TCP's
+// retransmission timeout srtt + 4·rttvar, within [1s, 10s].
+func (l *latency) probeWait() time.Duration {
+	if l.samples == 0 {
+		return initialProbeWait
+	}
+	return min(max(l.srtt+4*l.rttvar, minProbeWait), maxProbeWait)
+}

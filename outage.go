@@ -1,0 +1,56 @@
+package throttle
+
+import (
+	"math/bits"
+	"time"
+)
+
+// This file tells an outage from a bad moment. A 502, 503, 504 or a network
+// error says the server had trouble with one request; on its own it delays
+// only that request's retry. The key pauses as a whole only when such
+// failures dominate its recent answers:
+//
+//	of the key's last 20 answers within a minute of each other, at least 5
+//	failed, and more than half did.
+//
+// Then the key pauses like a throttled one (for the failed request's retry
+// delay, never less than its Retry-After), one request probes when the pause
+// ends, and a probe that fails again extends the pause: during an outage
+// each worker sends about one request, then only probes reach the server.
+// The first answer that is not a failure ends the outage and the record
+// starts afresh.
+const (
+	outageAnswers = 20          // the answers looked at
+	outageMin     = 5           // failures that can make an outage
+	outageForget  = time.Minute // a gap this long between answers forgets the rest
+)
+
+// health is a key's record of its recent answers: one bit each, newest in
+// the lowest bit, 1 for a failure.
+type health struct {
+	failed uint32
+	n      uint8         // answers recorded, <= outageAnswers
+	last   time.Duration // when the newest was recorded, from the epoch
+	outage bool          // the key is paused for an outage
+}
+
+// record adds an answer at now and reports whether failures now dominate.
+func (h *health) record(now time.Duration, failed bool) bool {
+	if h.n > 0 && now-h.last > outageForget {
+		h.failed, h.n = 0, 0
+	}
+	h.last = now
+	h.failed <<= 1
+	if failed {
+		h.failed |= 1
+	}
+	h.failed &= 1<<outageAnswers - 1
+	h.n = min(h.n+1, outageAnswers)
+	f := bits.OnesCount32(h.failed)
+	return f >= outageMin && 2*f > int(h.n)
+}
+
+// recovered forgets the failures: the server answered again.
+func (h *health) recovered() {
+	h.failed, h.n, h.outage = 0, 0, false
+}
