@@ -16,20 +16,25 @@ const recordTimeout = 2 * time.Minute
 
 // A result is one row's run of the job in one scenario.
 type result struct {
-	Scenario   string        `json:"scenario"`
-	Quota      string        `json:"quota"`
-	RetryAfter string        `json:"retry_after"`
-	Row        int           `json:"row"`
-	Client     string        `json:"client"`
-	Records    int           `json:"records"`
-	OK         int64         `json:"ok"`
-	Failed     int64         `json:"failed"`
-	Sent       int64         `json:"sent"`      // requests the server saw
-	Throttled  int64         `json:"throttled"` // 429s the server sent
-	Peak       int64         `json:"peak_per_second"`
-	Wall       time.Duration `json:"wall_ns"`
-	Ideal      time.Duration `json:"ideal_ns"`
-	FirstError string        `json:"first_error,omitempty"`
+	Scenario    string        `json:"scenario"`
+	Quota       string        `json:"quota"`
+	RetryAfter  string        `json:"retry_after"`
+	Noise       string        `json:"noise,omitempty"`
+	Row         int           `json:"row"`
+	Client      string        `json:"client"`
+	Run         int           `json:"run"` // 1 to -runs
+	Records     int           `json:"records"`
+	Workers     int           `json:"workers"`
+	OK          int64         `json:"ok"`
+	Failed      int64         `json:"failed"`
+	Sent        int64         `json:"sent"`        // requests the server saw
+	Throttled   int64         `json:"throttled"`   // 429s the server sent
+	Unavailable int64         `json:"unavailable"` // random 503s the server sent
+	Outage      int64         `json:"outage"`      // requests that reached the server during the outage
+	Peak        int64         `json:"peak_per_second"`
+	Wall        time.Duration `json:"wall_ns"`
+	Ideal       time.Duration `json:"ideal_ns"`
+	FirstError  string        `json:"first_error,omitempty"`
 	// Pauses is how many times a throttle.Transport paused the key; -1 for peers.
 	Pauses int64 `json:"pauses"`
 	// ThrottledAt is when the client got each 429, from the start of the run
@@ -50,11 +55,11 @@ func (r result) overIdeal() float64 {
 }
 
 // run does the uploader's job with one row's client against a fresh server of
-// the scenario: records PUTs, each its own record, by workers goroutines. Each
-// record has recordTimeout; the whole run has rowTimeout, after which the records
-// left fail at once.
-func run(sc scenario, rw row, records, workers int, rowTimeout time.Duration) result {
-	srv := throttletest.NewServer(sc.config())
+// the scenario, whose noise is drawn from seed: records PUTs, each its own
+// record, by workers goroutines. Each record has recordTimeout; the whole run has
+// rowTimeout, after which the records left fail at once.
+func run(sc scenario, rw row, records, workers int, rowTimeout time.Duration, seed int64) result {
+	srv := throttletest.NewServer(sc.config(records, seed))
 	defer srv.Close()
 	tr := newTransport()
 	defer tr.CloseIdleConnections()
@@ -68,7 +73,10 @@ func run(sc scenario, rw row, records, workers int, rowTimeout time.Duration) re
 	var firstErr sync.Once
 	res := result{
 		Scenario: sc.name, Quota: sc.quota.String(), RetryAfter: sc.retryAfter(),
-		Row: rw.id, Client: rw.name, Records: records, Ideal: sc.quota.ideal(records),
+		Row: rw.id, Client: rw.name, Records: records, Workers: workers, Ideal: sc.quota.ideal(records),
+	}
+	if sc.noisy() {
+		res.Noise = sc.noise.String()
 	}
 	fail := func(msg string) {
 		failed.Add(1)
@@ -119,5 +127,6 @@ func run(sc scenario, rw row, records, workers int, rowTimeout time.Duration) re
 	total := srv.API.Stats().Total
 	res.OK, res.Failed = ok.Load(), failed.Load()
 	res.Sent, res.Throttled, res.Peak = total.Requests, total.Throttled, total.PeakPerSecond
+	res.Unavailable, res.Outage = total.Unavailable, total.Outage
 	return res
 }

@@ -2,7 +2,8 @@
 // workers, through each client under test, against a throttletest server with a
 // quota on a loopback socket, and prints what the server saw as Markdown tables.
 //
-//	cd bench && go run ./cmd/e2e
+//	cd bench && go run ./cmd/e2e                   # every scenario
+//	cd bench && go run ./cmd/e2e -scenario noisy   # the noisy set only
 //
 // See bench/README.md for the scenarios, the rows and the ideal times.
 package main
@@ -21,13 +22,14 @@ import (
 func main() {
 	records := flag.Int("records", 2000, "records per run, each one PUT")
 	workers := flag.Int("workers", 16, "worker goroutines sending records")
-	scenarioFilter := flag.String("scenario", "", "comma-separated scenario names or substrings (e.g. bucket,date); empty: all")
-	rowFilter := flag.String("rows", "", "comma-separated row numbers (e.g. 1,2,6); empty: all")
+	scenarioFilter := flag.String("scenario", "", "comma-separated scenario names or substrings (e.g. bucket,date; noisy for the noisy set); empty: all")
+	rowFilter := flag.String("rows", "", "comma-separated row numbers (e.g. 1,2,6); empty: all, or 1,6 for the noisy scenarios")
+	runsFlag := flag.Int("runs", 0, "runs of each scenario and row, the worst reported; 0: 3 for the noisy scenarios, 1 for the quiet ones")
 	rowTimeout := flag.Duration("row-timeout", 15*time.Minute, "longest run of one row in one scenario; records left then fail")
-	asJSON := flag.Bool("json", false, "print the results as JSON lines instead of Markdown")
+	asJSON := flag.Bool("json", false, "print the results as JSON lines, one per run, instead of Markdown")
 	flag.Parse()
-	if *records < 1 || *workers < 1 || *rowTimeout <= 0 {
-		fmt.Fprintln(os.Stderr, "e2e: -records, -workers and -row-timeout must be positive")
+	if *records < 1 || *workers < 1 || *rowTimeout <= 0 || *runsFlag < 0 {
+		fmt.Fprintln(os.Stderr, "e2e: -records, -workers and -row-timeout must be positive, -runs at least 0")
 		os.Exit(2)
 	}
 	scs := pickScenarios(*scenarioFilter)
@@ -38,29 +40,69 @@ func main() {
 	}
 
 	start := time.Now()
-	byScenario := map[string][]result{}
+	byScenario := map[string][]runs{}
 	enc := json.NewEncoder(os.Stdout)
 	if !*asJSON {
 		fmt.Printf("## throttle end to end: %d records, %d workers\n\n", *records, *workers)
 	}
+	var quiet, noisy []scenario
 	for _, sc := range scs {
-		for _, rw := range rws {
-			fmt.Fprintf(os.Stderr, "%-16s row %d %-32s ", sc.name, rw.id, rw.name)
-			r := run(sc, rw, *records, *workers, *rowTimeout)
-			fmt.Fprintf(os.Stderr, "%s, %d ok, %d failed, %d 429s\n", secs(r.Wall), r.OK, r.Failed, r.Throttled)
-			byScenario[sc.name] = append(byScenario[sc.name], r)
-			if *asJSON {
-				_ = enc.Encode(r)
+		n := *runsFlag
+		if n == 0 {
+			n = sc.defaultRuns()
+		}
+		scRows := rws
+		if *rowFilter == "" {
+			scRows = sc.defaultRows(rws)
+		}
+		rs := make([]runs, len(scRows))
+		for i := range n {
+			for j, rw := range scRows {
+				fmt.Fprintf(os.Stderr, "%-21s row %d %-32s ", sc.name, rw.id, rw.name)
+				if n > 1 {
+					fmt.Fprintf(os.Stderr, "run %d/%d ", i+1, n)
+				}
+				r := run(sc, rw, *records, *workers, *rowTimeout, int64(i))
+				r.Run = i + 1
+				fmt.Fprintln(os.Stderr, progress(sc, r))
+				rs[j] = append(rs[j], r)
+				if *asJSON {
+					_ = enc.Encode(r)
+				}
 			}
 		}
+		byScenario[sc.name] = rs
+		if sc.noisy() {
+			noisy = append(noisy, sc)
+		} else {
+			quiet = append(quiet, sc)
+		}
 		if !*asJSON {
-			printTable(os.Stdout, sc, byScenario[sc.name])
+			printTable(os.Stdout, sc, worstOfEach(rs), n)
 		}
 	}
 	if !*asJSON {
-		printTargets(os.Stdout, byScenario, scs)
+		if len(quiet) > 0 {
+			worst := map[string][]result{}
+			for _, sc := range quiet {
+				worst[sc.name] = worstOfEach(byScenario[sc.name])
+			}
+			printTargets(os.Stdout, worst, quiet)
+		}
+		if len(noisy) > 0 {
+			printNoisyTargets(os.Stdout, byScenario, noisy)
+		}
 		fmt.Printf("Total runtime: %s\n", secs(time.Since(start)))
 	}
+}
+
+// progress is one run's line on standard error.
+func progress(sc scenario, r result) string {
+	line := fmt.Sprintf("%s (%.3f × ideal), %d ok, %d failed, %d 429s", secs(r.Wall), r.overIdeal(), r.OK, r.Failed, r.Throttled)
+	if sc.noisy() {
+		line += fmt.Sprintf(", %d 503s, %d in outage, %.3f sent/record", r.Unavailable, r.Outage, r.sentPerRecord())
+	}
+	return line
 }
 
 // pickScenarios returns the scenarios whose name contains any of the

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +24,8 @@ func TestIdeal(t *testing.T) {
 		{"window, whole windows", window, 2000, 9 * time.Second},
 		{"window, a part window", window, 2001, 10 * time.Second},
 		{"window, one window", window, 200, 0},
+		{"noisy bucket", quota{algo: throttletest.TokenBucket, rate: 100, burst: 5}, 2000, 19950 * time.Millisecond},
+		{"minute window", quota{algo: throttletest.SlidingLog, n: 1000, per: time.Minute}, 2000, time.Minute},
 	}
 	for _, tt := range tests {
 		if got := tt.q.ideal(tt.records); got != tt.want {
@@ -48,11 +53,21 @@ func TestPolicyScale(t *testing.T) {
 }
 
 func TestPick(t *testing.T) {
-	if got := len(pickScenarios("")); got != 6 {
-		t.Errorf("all scenarios: %d, want 6", got)
+	for filter, want := range map[string]int{
+		"":             11,
+		"bucket,date":  4,
+		"seconds,date": 6, // the quiet six
+		"noisy":        5,
+		"jitter":       2,
+	} {
+		if got := len(pickScenarios(filter)); got != want {
+			t.Errorf("%q: %d scenarios, want %d", filter, got, want)
+		}
 	}
-	if got := len(pickScenarios("bucket,date")); got != 4 {
-		t.Errorf("bucket,date: %d scenarios, want 4", got)
+	for _, sc := range pickScenarios("seconds,date") {
+		if sc.noisy() {
+			t.Errorf("%s: noisy", sc.name)
+		}
 	}
 	rs, err := pickRows("1, 6")
 	if err != nil || len(rs) != 2 || rs[0].id != 1 || rs[1].id != 6 {
@@ -60,5 +75,125 @@ func TestPick(t *testing.T) {
 	}
 	if _, err := pickRows("7"); err == nil {
 		t.Error("row 7: no error")
+	}
+}
+
+func TestNoisyScenarios(t *testing.T) {
+	all := rows()
+	for _, sc := range pickScenarios("noisy") {
+		if !sc.noisy() || len(sc.targets) == 0 {
+			t.Errorf("%s: noise %v, %d targets", sc.name, sc.noise, len(sc.targets))
+		}
+		if sc.defaultRuns() != 3 {
+			t.Errorf("%s: %d runs, want 3", sc.name, sc.defaultRuns())
+		}
+		if rs := sc.defaultRows(all); len(rs) != 2 || rs[0].id != 1 || rs[1].id != 6 {
+			t.Errorf("%s: rows %v, want 1 and 6", sc.name, rs)
+		}
+		if n := sc.config(2000, 0); n.ArrivalJitter == 0 && n.Unavailable == 0 && len(n.Outages) == 0 {
+			t.Errorf("%s: a server without noise", sc.name)
+		}
+	}
+	for _, sc := range pickScenarios("seconds,date") {
+		if sc.defaultRuns() != 1 || len(sc.defaultRows(all)) != 6 {
+			t.Errorf("%s: %d runs, %d rows; want 1 and 6", sc.name, sc.defaultRuns(), len(sc.defaultRows(all)))
+		}
+	}
+}
+
+func TestNoisyConfig(t *testing.T) {
+	sc := pickScenarios("noisy-outage")[0]
+	cfg := sc.config(2000, 2)
+	if len(cfg.Outages) != 1 {
+		t.Fatalf("outages: %v", cfg.Outages)
+	}
+	o := cfg.Outages[0]
+	if o.Start != 9975*time.Millisecond || o.Duration != 5*time.Second || o.RetryAfter != 2*time.Second {
+		t.Errorf("outage %+v, want 5s from 9.975s (half of 19.95s), Retry-After 2s", o)
+	}
+	if cfg.Seed != 2 || cfg.Latency != time.Millisecond {
+		t.Errorf("seed %d, latency %s", cfg.Seed, cfg.Latency)
+	}
+	cfg = pickScenarios("noisy-503")[0].config(2000, 0)
+	if cfg.Unavailable != 0.02 || cfg.UnavailableRetryAfter != time.Second || cfg.Latency != 20*time.Millisecond {
+		t.Errorf("noisy-503: %+v", cfg)
+	}
+}
+
+func TestWorstRun(t *testing.T) {
+	rs := runs{
+		{Run: 1, Wall: 10 * time.Second},
+		{Run: 2, Wall: 12 * time.Second},
+		{Run: 3, Wall: 11 * time.Second},
+	}
+	if got := rs.worst().Run; got != 2 {
+		t.Errorf("worst: run %d, want 2, the longest", got)
+	}
+	rs[2].Failed = 1
+	if got := rs.worst().Run; got != 3 {
+		t.Errorf("worst: run %d, want 3, the one that failed a record", got)
+	}
+	wall := func(r result) float64 { return r.Wall.Seconds() }
+	if got := rs.worstOf(wall); got != 12 {
+		t.Errorf("worstOf wall = %g, want 12", got)
+	}
+	if got := rs.worstOf(func(result) float64 { return math.NaN() }); !math.IsNaN(got) {
+		t.Errorf("worstOf NaN = %g", got)
+	}
+	if got := (runs{}).worstOf(wall); !math.IsNaN(got) {
+		t.Errorf("worstOf no run = %g", got)
+	}
+}
+
+func TestTargetCheck(t *testing.T) {
+	ideal := 10 * time.Second
+	at := func(wall time.Duration) result {
+		return result{Row: 1, Wall: wall, Ideal: ideal, Records: 100, Workers: 16, Sent: 100}
+	}
+	tests := []struct {
+		name       string
+		target     target
+		self, peer runs
+		want       string // the start of row 1's cell
+	}{
+		{"ideal, every run within", wallOverIdeal(1.1), runs{at(10500 * time.Millisecond), at(11 * time.Second)}, nil, "pass 1.100"},
+		{"ideal, one run over", wallOverIdeal(1.1), runs{at(10 * time.Second), at(11200 * time.Millisecond)}, nil, "**FAIL** 1.120"},
+		{"ideal zero", wallOverIdeal(1.1), runs{{Wall: time.Second}}, nil, "n/a n/a"},
+		{"peer, within 1%", wallVsPeer(), runs{at(10100 * time.Millisecond)}, runs{at(10 * time.Second)}, "pass 10.10s (limit 10.10s)"},
+		{"peer, slower", wallVsPeer(), runs{at(10200 * time.Millisecond)}, runs{at(9 * time.Second), at(10 * time.Second)}, "**FAIL** 10.20s (limit 10.10s)"},
+		{"peer, absent", wallVsPeer(), runs{at(10 * time.Second)}, nil, "n/a 10.00s (limit n/a)"},
+		{"per worker", inOutagePerWorker(3), runs{{Workers: 16, Outage: 48}}, nil, "pass 48 (limit 48)"},
+		{"per worker, over", inOutagePerWorker(3), runs{{Workers: 16, Outage: 49}}, nil, "**FAIL** 49 (limit 48)"},
+		{"429 share", throttledShare(0.002), runs{{Sent: 1000, Throttled: 3}}, nil, "**FAIL** 0.30%"},
+		{"every record", everyRecord(), runs{{}, {Failed: 2}}, nil, "**FAIL** 2 failed"},
+		{"ideal plus", wallOverIdealPlus(7 * time.Second), runs{at(16 * time.Second)}, nil, "pass ideal + 6.00s"},
+		{"row 1 absent", no429s(), nil, runs{{Throttled: 5}}, "n/a"},
+	}
+	for _, tt := range tests {
+		got, _ := tt.target.check(tt.self, tt.peer)
+		if !strings.HasPrefix(got, tt.want) {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	if _, p := no429s().check(nil, runs{{Throttled: 5}, {Throttled: 2}}); p != "5 429s" {
+		t.Errorf("peer cell %q, want the worst run's 5 429s", p)
+	}
+}
+
+// The quiet tables keep the form of the README's table when run once.
+func TestQuietTableHeading(t *testing.T) {
+	sc := pickScenarios("bucket-seconds")[0]
+	r := result{Row: 1, Client: "c", Records: 2000, Ideal: 9950 * time.Millisecond, Pauses: -1}
+	var b bytes.Buffer
+	printTable(&b, sc, []result{r}, 1)
+	want := "### bucket-seconds: token-bucket 200/s burst 10, Retry-After as seconds; 2000 records, ideal 9.95s\n\n" +
+		"| # | client | OK / failed | sent / record | 429s | wall | wall / ideal | peak / s | pauses |\n"
+	if !strings.HasPrefix(b.String(), want) {
+		t.Errorf("got\n%s\nwant it to start with\n%s", b.String(), want)
+	}
+	b.Reset()
+	printTable(&b, pickScenarios("noisy-outage")[0], []result{r}, 3)
+	if s := b.String(); !strings.Contains(s, "; worst of 3 runs\n") || !strings.Contains(s, "| 503s | in outage |") {
+		t.Errorf("noisy table:\n%s", s)
 	}
 }

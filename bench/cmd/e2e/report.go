@@ -7,23 +7,44 @@ import (
 	"time"
 )
 
-// printTable writes one scenario's results as a Markdown table.
-func printTable(w io.Writer, sc scenario, rs []result) {
+// printTable writes one scenario's results, each row's worst of n runs, as a
+// Markdown table. A noisy scenario's table says its noise and has two more
+// columns: the random 503s and the requests that reached the server during the
+// outage.
+func printTable(w io.Writer, sc scenario, rs []result, n int) {
 	if len(rs) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "### %s: %s, Retry-After as %s; %d records, ideal %s\n\n",
-		sc.name, sc.quota, sc.retryAfter(), rs[0].Records, secs(rs[0].Ideal))
-	fmt.Fprintln(w, "| # | client | OK / failed | sent / record | 429s | wall | wall / ideal | peak / s | pauses |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintf(w, "### %s: %s, Retry-After as %s", sc.name, sc.quota, sc.retryAfter())
+	if sc.noisy() {
+		fmt.Fprintf(w, "; noise: %s", sc.noise)
+	}
+	fmt.Fprintf(w, "; %d records, ideal %s", rs[0].Records, secs(rs[0].Ideal))
+	if n > 1 {
+		fmt.Fprintf(w, "; worst of %d runs", n)
+	}
+	fmt.Fprint(w, "\n\n")
+	if sc.noisy() {
+		fmt.Fprintln(w, "| # | client | OK / failed | sent / record | 429s | 503s | in outage | wall | wall / ideal | peak / s | pauses |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	} else {
+		fmt.Fprintln(w, "| # | client | OK / failed | sent / record | 429s | wall | wall / ideal | peak / s | pauses |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	}
 	for _, r := range rs {
 		pauses := "–"
 		if r.Pauses >= 0 {
 			pauses = fmt.Sprint(r.Pauses)
 		}
-		fmt.Fprintf(w, "| %d | %s | %d / %d | %.3f | %d | %s | %.2f | %d | %s |\n",
-			r.Row, r.Client, r.OK, r.Failed, r.sentPerRecord(), r.Throttled,
-			secs(r.Wall), r.overIdeal(), r.Peak, pauses)
+		fmt.Fprintf(w, "| %d | %s | %d / %d | %.3f | %d |", r.Row, r.Client, r.OK, r.Failed, r.sentPerRecord(), r.Throttled)
+		if sc.noisy() {
+			outage := "–"
+			if sc.noise.outage > 0 {
+				outage = fmt.Sprint(r.Outage)
+			}
+			fmt.Fprintf(w, " %d | %s |", r.Unavailable, outage)
+		}
+		fmt.Fprintf(w, " %s | %.2f | %d | %s |\n", secs(r.Wall), r.overIdeal(), r.Peak, pauses)
 	}
 	fmt.Fprintln(w)
 	for _, r := range rs {
@@ -69,7 +90,7 @@ const (
 	wallNoise = 0.01
 )
 
-// printTargets writes, per scenario, whether each target passes. A peer counts as
+// printTargets writes, per quiet scenario, whether each target passes. A peer counts as
 // "best" only if it got every record through; the row-1 comparisons are against
 // the fewest 429s and the shortest wall time of any such peer, the latter within
 // wallNoise.

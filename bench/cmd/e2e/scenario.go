@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/throttlehttp/throttle"
@@ -76,18 +77,41 @@ func (q quota) ideal(records int) time.Duration {
 	return time.Duration(max(windows-1, 0)) * q.per
 }
 
-// A scenario is a server configuration: a quota and the form of Retry-After.
+// A scenario is a server configuration: a quota, the form of Retry-After and,
+// for the noisy scenarios, the noise and the targets (see noise.go).
 type scenario struct {
 	name  string
 	quota quota
 	date  bool // Retry-After as an HTTP-date, else whole seconds
+
+	noise   noise    // zero for the six quiet scenarios
+	rows    []int    // the rows run unless -rows says otherwise; nil: all
+	targets []target // the noisy scenario's targets, checked on row 1 beside row 6
 }
 
-func (s scenario) config() throttletest.Config {
-	cfg := throttletest.Config{Limits: []throttletest.Limit{s.quota.limit()}}
+// noisy reports whether the scenario is one of the noisy set, reported with its
+// own targets.
+func (s scenario) noisy() bool { return s.noise != noise{} }
+
+// defaultRuns is how many times each row runs unless -runs says otherwise: three
+// for the noisy scenarios, where luck varies, and once for the quiet ones, as
+// their table has always been measured.
+func (s scenario) defaultRuns() int {
+	if s.noisy() {
+		return 3
+	}
+	return 1
+}
+
+// config is the server of one run of records requests; seed seeds its random
+// draws (the noise), so each run of a row meets different luck and the rows of
+// one run the same.
+func (s scenario) config(records int, seed int64) throttletest.Config {
+	cfg := throttletest.Config{Limits: []throttletest.Limit{s.quota.limit()}, Seed: seed}
 	if s.date {
 		cfg.RetryAfter = throttletest.RetryAfterDate
 	}
+	s.noise.apply(&cfg, s.quota.ideal(records))
 	return cfg
 }
 
@@ -98,12 +122,13 @@ func (s scenario) retryAfter() string {
 	return "seconds"
 }
 
-// scenarios are the six server configurations of the benchmark.
+// scenarios are the server configurations of the benchmark: the six quiet ones,
+// then the noisy ones.
 func scenarios() []scenario {
 	bucket := quota{algo: throttletest.TokenBucket, rate: 200, burst: 10}
 	fixed := quota{algo: throttletest.FixedWindow, n: 200, per: time.Second}
 	sliding := quota{algo: throttletest.SlidingLog, n: 200, per: time.Second}
-	return []scenario{
+	quiet := []scenario{
 		{name: "bucket-seconds", quota: bucket},
 		{name: "bucket-date", quota: bucket, date: true},
 		{name: "fixed-seconds", quota: fixed},
@@ -111,4 +136,20 @@ func scenarios() []scenario {
 		{name: "sliding-seconds", quota: sliding},
 		{name: "sliding-date", quota: sliding, date: true},
 	}
+	return append(quiet, noisyScenarios()...)
+}
+
+// defaultRows returns the rows of all that the scenario runs when -rows is not
+// given: its own rows, or all of them.
+func (s scenario) defaultRows(all []row) []row {
+	if s.rows == nil {
+		return all
+	}
+	var out []row
+	for _, rw := range all {
+		if slices.Contains(s.rows, rw.id) {
+			out = append(out, rw)
+		}
+	}
+	return out
 }

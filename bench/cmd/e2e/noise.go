@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/throttlehttp/throttle/throttletest"
+)
+
+// noise is what a real network and backend add to a quota: latency, random 503s,
+// jitter on the way to the server, an outage. The zero noise is the quiet
+// server of the first six scenarios.
+type noise struct {
+	latency               time.Duration // before every admitted answer
+	unavailable           float64       // share of admitted requests answered 503
+	unavailableRetryAfter time.Duration // with those 503s
+	arrivalJitter         time.Duration // a random delay in [0, arrivalJitter) before the quota counts a request
+	outage                time.Duration // > 0: every answer 503 for this long, from half the ideal time
+	outageRetryAfter      time.Duration // with the outage's 503s
+}
+
+// apply sets the noise on cfg, for a run whose ideal time is ideal.
+func (n noise) apply(cfg *throttletest.Config, ideal time.Duration) {
+	cfg.Latency = n.latency
+	cfg.Unavailable = n.unavailable
+	cfg.UnavailableRetryAfter = n.unavailableRetryAfter
+	cfg.ArrivalJitter = n.arrivalJitter
+	if n.outage > 0 {
+		cfg.Outages = []throttletest.Outage{{
+			Start: outageStart(ideal), Duration: n.outage, RetryAfter: n.outageRetryAfter,
+		}}
+	}
+}
+
+// outageStart is when the outage begins, from the start of the server: in the
+// middle of a run that would take the ideal time.
+func outageStart(ideal time.Duration) time.Duration { return ideal / 2 }
+
+func (n noise) String() string {
+	var parts []string
+	if n.latency > 0 {
+		parts = append(parts, "latency "+n.latency.String())
+	}
+	if n.unavailable > 0 {
+		parts = append(parts, fmt.Sprintf("%g%% answered 503 (Retry-After %s)", n.unavailable*100, n.unavailableRetryAfter))
+	}
+	if n.arrivalJitter > 0 {
+		parts = append(parts, "arrival jitter 0–"+n.arrivalJitter.String())
+	}
+	if n.outage > 0 {
+		parts = append(parts, fmt.Sprintf("every answer 503 for %s from half the ideal time (Retry-After %s)", n.outage, n.outageRetryAfter))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// noisyScenarios are the scenarios with noise, their names all starting with
+// "noisy" (so -scenario noisy picks them). Each runs throttle at the quota (row 1)
+// beside go-retryablehttp + x/time/rate at the same quota (row 6); the other rows
+// are left out to save time. Their targets are checked on the worst of the runs.
+func noisyScenarios() []scenario {
+	bucket := quota{algo: throttletest.TokenBucket, rate: 100, burst: 5}
+	fixed := quota{algo: throttletest.FixedWindow, n: 200, per: time.Second}
+	minute := quota{algo: throttletest.SlidingLog, n: 1000, per: time.Minute}
+	pair := []int{1, 6}
+	return []scenario{
+		{
+			name: "noisy-503", quota: bucket, rows: pair,
+			noise:   noise{latency: 20 * time.Millisecond, unavailable: 0.02, unavailableRetryAfter: time.Second},
+			targets: []target{everyRecord(), wallOverIdeal(1.10), wallVsPeer()},
+		},
+		{
+			name: "noisy-jitter", quota: bucket, rows: pair,
+			noise:   noise{arrivalJitter: 20 * time.Millisecond},
+			targets: []target{everyRecord(), wallOverIdeal(1.05), throttledShare(0.002)},
+		},
+		{
+			name: "noisy-outage", quota: bucket, rows: pair,
+			noise:   noise{latency: time.Millisecond, outage: 5 * time.Second, outageRetryAfter: 2 * time.Second},
+			targets: []target{everyRecord(), inOutagePerWorker(3), wallOverIdealPlus(5*time.Second + 2*time.Second)},
+		},
+		{
+			name: "noisy-fixed-1s-jitter", quota: fixed, rows: pair,
+			noise:   noise{arrivalJitter: 2 * time.Millisecond},
+			targets: []target{everyRecord(), wallOverIdeal(1.005), no429s()},
+		},
+		{
+			name: "noisy-minute-window", quota: minute, rows: pair,
+			noise:   noise{arrivalJitter: 2 * time.Millisecond},
+			targets: []target{everyRecord(), wallOverIdeal(1.005), no429s()},
+		},
+	}
+}
