@@ -7,15 +7,30 @@
 //     [WithKey]) by a token bucket or a leaky-bucket FIFO queue, exact
 //     windows ("5000 per hour") and a cap on requests in flight, all set by a
 //     [Policy];
-//   - held back while the target says "retry later": a 429, or a 503 with
-//     Retry-After, pauses the whole target until the time given, then one
-//     request goes first as a probe and the rest follow gently;
+//   - held back while the target says "retry later": a quota signal (429,
+//     or a 403 with Retry-After or with the quota spent) pauses the whole
+//     target until the time given, then one request goes first as a probe
+//     and the rest follow gently;
 //   - retried with jittered exponential backoff when that is safe (see
 //     [Retry]), every attempt passing through the same pacer, so retries can
 //     never raise the sending rate;
-//   - adapted to what the server says: a throttled answer slows a paced key
-//     (down at once, back up slowly), and a key with no pace that is
-//     throttled twice learns one (see [Policy]).
+//   - adapted to what the server says, in proportion (see [Policy.Rate]):
+//     a quota signal slows a paced key, once per episode, and the pace is
+//     back within seconds unless the refusals prove the quota lower; a key
+//     with no pace that is throttled twice learns one.
+//
+// Availability signals are not quota signals: a 502, 503, 504 or network
+// error delays only its own request's retry (its backoff, never shorter than
+// its Retry-After) and spends the key's retry budget; the others go on at
+// the same pace. The key pauses as a whole only in an outage, when such
+// failures dominate its recent answers: at least 5 of its last 20 answers
+// (within a minute of each other) failed, and more than half did. Then one
+// request probes per Retry-After, and the first good answer ends the outage.
+//
+// A probe, or the first requests of the ramp after it, hold the rest of the
+// key only until their answer is overdue: srtt + 4·rttvar of the key's
+// round trips (TCP's retransmission timeout), within [1s, 10s], and 1s
+// before any round trip is known. Then the next attempt goes.
 //
 // Pacing waits, it does not refuse: a request waits for its turn, honouring its
 // context. Where a wait is known in advance to end after the context's

@@ -45,8 +45,9 @@ func (deadlineError) Timeout() bool { return true }
 // which limit held it back, and until when if that is known. Limit is the
 // pacer ("rate", or "queue" for a leaky bucket), a window ("window
 // 5000/1h0m0s"), "pause", "probe" or "ramp" (after a pause, the backlog
-// waits for the probe's answer, then ramps up), "in-flight", "line" (behind
-// others), "turn" (its context had ended when its turn came) or "closed".
+// waits for the probe's answer, then ramps up; each for a bounded time),
+// "in-flight", "line" (behind others), "turn" (its context had ended when
+// its turn came) or "closed".
 type WaitError struct {
 	Key   string    // the partition key
 	Limit string    // see above

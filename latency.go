@@ -12,7 +12,10 @@ import (
 // The estimator is TCP's (RFC 6298): a smoothed round-trip time and a
 // smoothed mean deviation, each answer moving them by 1/8 and 1/4. Their
 // sum srtt + 4·rttvar bounds almost every round trip, and 4·rttvar how much
-// later one request may reach the server than the one sent after it.
+// later one request may reach the server than the one sent after it. Unlike
+// TCP's, the deviation starts at zero, not at half the first round trip: it
+// measures jitter, and the reserve it sizes never shrinks, so a guess would
+// stay.
 
 const (
 	minProbeWait     = time.Second      // a probe holds the key at least this long
@@ -30,7 +33,7 @@ type latency struct {
 func (l *latency) observe(rtt time.Duration) {
 	rtt = max(rtt, 0)
 	if l.samples == 0 {
-		l.srtt, l.rttvar = rtt, rtt/2
+		l.srtt = rtt
 	} else {
 		dev := l.srtt - rtt
 		if dev < 0 {
@@ -54,17 +57,19 @@ func (l *latency) jitter() time.Duration {
 // reserve is how many tokens of a bucket of depth burst paced at r are kept
 // back: one, against the dialing of the first connections and the float
 // error of clocks, plus what r admits within the observed jitter, so that
-// requests that bunch up on the way still find a token at the server. At
-// least one token stays usable.
+// requests that bunch up on the way still find a token at the server.
+//
+// Two tokens stay usable when burst allows (one when it is 2, the only one
+// when it is 1): a bucket of depth 1 loses the time by which its waiter
+// wakes late, a few percent of the pace on a busy machine; one of depth 2
+// carries it over.
 func (l *latency) reserve(r float64, burst int) int {
-	if burst <= 1 {
-		return 0
-	}
+	most := max(burst-2, min(burst-1, 1))
 	extra := math.Ceil(l.jitter().Seconds() * r)
-	if extra >= float64(burst) { // also catches +Inf
-		return burst - 1
+	if extra >= float64(most) { // also catches +Inf
+		return most
 	}
-	return min(1+int(extra), burst-1)
+	return min(1+int(extra), most)
 }
 
 // probeWait is how long a probe, or the head of a ramp, holds back the rest

@@ -13,10 +13,12 @@ import (
 //	of the key's last 20 answers within a minute of each other, at least 5
 //	failed, and more than half did.
 //
-// Then the key pauses like a throttled one (for the failed request's retry
-// delay, never less than its Retry-After), one request probes when the pause
-// ends, and a probe that fails again extends the pause: during an outage
-// each worker sends about one request, then only probes reach the server.
+// Then the key pauses like a throttled one, for the failed answer's
+// Retry-After (without one, for the failed request's backoff); one request
+// probes when the pause ends, and a probe that fails again extends the
+// pause: during an outage each worker sends about one request, then only
+// probes reach the server, one per Retry-After. (A failed probe's own retry
+// waits its backoff, which grows; the next request in line probes next.)
 // The first answer that is not a failure ends the outage and the record
 // starts afresh.
 const (

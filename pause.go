@@ -95,7 +95,8 @@ type lesson struct {
 
 // learn records an attempt's outcome at the key: the answer it got (or its
 // absence), the probe it ends, and a pause of the given length if the answer
-// is a quota signal or tips the key into an outage.
+// is a quota signal, or if it tips the key into an outage or fails during
+// one (then as long as its Retry-After, if it has one).
 func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, pause time.Duration, now time.Time) (ls lesson) {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
@@ -124,6 +125,11 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 		ks.slow(tk, now, mono)
 		ls = ks.pause(h, pause, now)
 	case failed && outage:
+		// The key comes back when the server says; the failed request's own
+		// retry may wait longer (its backoff), and the next in line probes.
+		if h.hasWait && h.wait > 0 {
+			pause = h.wait
+		}
 		ls = ks.pause(h, pause, now)
 		if !ls.until.IsZero() && !ks.health.outage {
 			ks.health.outage = true

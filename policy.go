@@ -15,27 +15,37 @@ import (
 // cap and pause.
 //
 // The zero Policy paces nothing: requests go at once, and still get the
-// handling of 429s and 503s (a pause for the whole key, retries).
+// handling of the server's signals (a pause for the whole key on a 429 or
+// in an outage, retries).
 type Policy struct {
 	// Rate is the sustained number of requests per second. 0 or rate.Inf:
 	// unpaced (Queue must then be 0).
 	//
-	// A throttled answer that pauses the key also lowers its rate to 0.8 of
-	// what it was (never below a tenth of Rate), since the server has just
-	// said the pace is too fast; each 30 seconds without one raise it again
-	// by a twentieth of Rate, up to Rate.
+	// Rate is a ceiling the pace never passes; below it the pace follows the
+	// server. A quota signal (429, or a 403 with Retry-After or with the
+	// quota spent) cuts the pace once per episode, to 0.8 of itself or to
+	// what the server was just seen to accept, whichever is faster, and each
+	// quiet second brings back a tenth of Rate: a pace cut by one collision
+	// is back within seconds. Only refusals that prove the quota lower keep
+	// it lower: the server accepted less than 0.9 of the pace over at least
+	// a second (and ten Bursts' worth). A cut that did not lengthen the run
+	// of accepted answers before the next refusal is not repeated. 502, 503,
+	// 504 and network errors never cut the pace.
 	Rate rate.Limit
 
 	// Burst is the depth of the server's token bucket. Required (> 0) with a
 	// finite Rate, unless Queue is set; ignored with Queue.
 	//
-	// One token is held in reserve: after the key has been idle, at most
-	// Burst-1 requests go at once (1 when Burst is 1). Requests reach the
+	// Tokens are held in reserve against latency jitter: requests reach the
 	// server with varying latency (the first of a run pays for dialing its
 	// connection), and a client that spends the server's last token is
-	// refused whenever a request overtakes the one before it; the reserve
-	// absorbs up to 1/Rate of such jitter, for the price of one request's
-	// time once per run.
+	// refused whenever a request overtakes the one before it. The reserve is
+	// one token, plus what Rate admits within the round-trip jitter the key
+	// observes (4 times the mean deviation of its round trips, as TCP
+	// measures it), at most Burst-2 (Burst-1 for a Burst of 2, none for 1:
+	// a bucket of depth 1 loses the time by which a waiter wakes late); it
+	// only grows, and each token added costs 1/Rate once. After the key has
+	// been idle, at most Burst minus the reserve go at once.
 	Burst int
 
 	// Queue > 0 makes the key a leaky bucket instead of a token bucket: a
@@ -45,11 +55,13 @@ type Policy struct {
 	Queue int
 
 	// Windows are extra quotas that must all hold, e.g.
-	// {N: 5000, Per: time.Hour}. Each is exact: never more than N requests
-	// in any interval of length Per, plus a margin of 1% of Per (at most a
-	// second) against latency jitter, so the server's count, which sees
-	// arrivals, never exceeds N either. Like Rate, N is cut to 0.8 of itself
-	// by a throttled answer and recovers slowly. nil: none.
+	// {N: 5000, Per: time.Hour}. Each is exact at the server, whatever the
+	// network does: a request counts from its sending until its answer
+	// comes back, then for Per after the answer, when the server has surely
+	// seen it, so the server's count never exceeds N. On a quiet network a
+	// window loses only a round trip per Per. Like Rate, N is cut to 0.8 of
+	// itself by a quota signal, but only when the window was near its limit
+	// (0.9 of it used), and climbs back within seconds. nil: none.
 	Windows []Window
 
 	// MaxInFlight > 0 allows at most that many requests to the key between
@@ -61,8 +73,8 @@ type Policy struct {
 // Window is a quota of at most N requests in ANY interval of length Per: a
 // sliding log, so a client under it is safe whether the server counts in
 // fixed or sliding windows. Both N and Per must be positive (Per at most
-// ten years). It keeps the
-// times of the last N requests: 8 bytes each, while the key is in use.
+// ten years). It keeps the times of the last N requests: 16 bytes each,
+// while the key is in use.
 type Window struct {
 	N   int
 	Per time.Duration

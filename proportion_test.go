@@ -1,0 +1,452 @@
+package throttle_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
+
+	"github.com/throttlehttp/throttle"
+	"github.com/throttlehttp/throttle/throttletest"
+)
+
+// The reaction is in proportion to the evidence: these tests hold the rules
+// of pause.go, outage.go, adapt.go and latency.go.
+
+func keyRate(rt *throttle.Transport, key string) rate.Limit { return rt.Stats().Keys[key].Rate }
+
+// An isolated 503, even with Retry-After, delays only its own retry: the
+// others go on at the pace, which is not cut.
+func TestIsolated503DelaysOnlyItsOwnRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScript(0, func(r *http.Request, n int) *http.Response {
+			if r.URL.Path == "/a" && n == 1 {
+				return reply(r, http.StatusServiceUnavailable, "Retry-After", "2")
+			}
+			return reply(r, http.StatusOK)
+		})
+		rt := throttle.New(s, throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 1}))
+		defer rt.Close()
+		var wg sync.WaitGroup
+		wg.Go(func() { assert.NoError(t, do(t, rt, "http://i.test/a")) })
+		synctest.Wait()
+		for i := range 5 {
+			wg.Go(func() { assert.NoError(t, do(t, rt, fmt.Sprint("http://i.test/b", i))) })
+			synctest.Wait()
+		}
+		wg.Wait()
+		// /b0../b4 at the pace, 100ms apart, while /a waits its 2s alone.
+		var b []time.Duration
+		for _, a := range s.attempts() {
+			if a.path != "/a" {
+				b = append(b, a.at)
+			}
+		}
+		assert.Equal(t, []time.Duration{ms(100), ms(200), ms(300), ms(400), ms(500)}, b)
+		assert.Equal(t, []time.Duration{0, 2 * time.Second}, s.times("/a"))
+		st := rt.Stats().Keys["i.test"]
+		assert.Zero(t, st.Pauses, "no pause")
+		assert.EqualValues(t, 10, st.Rate, "no cut")
+		assert.EqualValues(t, 1, st.Unavailable)
+	})
+}
+
+// The outage rule: of the key's last 20 answers, at least 5 failed and
+// more than half did. Each case sends POSTs one by one (never retried), the
+// server answering as the pattern says: F a 503 without Retry-After, S a 200.
+func TestOutageRule(t *testing.T) {
+	for _, tt := range []struct {
+		answers string
+		outage  bool
+	}{
+		{"FFFF", false},
+		{"FFFFF", true},
+		{"FSFSFSFSF", true},                  // 5 of 9
+		{"FSFSFSFSSF", false},                // 5 of 10: not more than half
+		{"SSSSSSSSSSSSSSSSSSSSFFFFF", false}, // 5 of the last 20
+		{"SSSSSSSSSSFFFFFFFFFFF", true},      // 11 of the last 20
+	} {
+		t.Run(tt.answers, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var i atomic.Int64
+				base := rtFunc(func(r *http.Request) (*http.Response, error) {
+					if tt.answers[i.Add(1)-1] == 'F' {
+						return reply(r, http.StatusServiceUnavailable), nil
+					}
+					return reply(r, http.StatusOK), nil
+				})
+				rt := throttle.New(base)
+				defer rt.Close()
+				for range tt.answers {
+					_, err := status(t, rt, http.MethodPost, "http://o.test/")
+					require.NoError(t, err)
+				}
+				st := rt.Stats().Keys["o.test"]
+				assert.Equal(t, tt.outage, st.Outages == 1, "outage")
+				assert.Equal(t, st.Outages, st.Pauses, "no other pause")
+			})
+		})
+	}
+}
+
+// When failures dominate the key's recent answers, the key pauses as a
+// whole, without cutting its pace: during an outage each worker sends about
+// one request, then only probes reach the server, every Retry-After apart,
+// and every record is done once the server is back.
+func TestOutagePausesTheKeyWithoutStorm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		down := func(at time.Duration) bool { return at >= 2*time.Second && at < 7*time.Second }
+		var during atomic.Int64
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(ms(10))
+			if down(time.Since(start)) {
+				during.Add(1)
+				return reply(r, http.StatusServiceUnavailable, "Retry-After", "1"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		var events sync.Map
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 200, Burst: 10}),
+			throttle.WithEvents(func(e throttle.Event) {
+				if e.Kind == throttle.EventPaused {
+					events.Store(e.Reason, true)
+				}
+			}))
+		defer rt.Close()
+		took := job(t, rt, 2000) // ~10s at 200/s, an outage from 2s to 7s
+		n := during.Load()
+		assert.LessOrEqual(t, n, int64(3*16), "requests that reached the server during the outage")
+		st := rt.Stats().Keys["api.test"]
+		assert.EqualValues(t, 1, st.Outages)
+		assert.EqualValues(t, 200, st.Rate, "an outage does not cut the pace")
+		assert.Zero(t, st.GaveUp)
+		_, outage := events.Load("outage")
+		assert.True(t, outage, "the pause event says outage")
+		assert.Less(t, took, 10*time.Second+5*time.Second+2*time.Second, "ideal + outage + 2s")
+		t.Logf("took %v, %d requests during the outage", took, n)
+	})
+}
+
+// One episode, one reaction: a throttled answer to an attempt sent before
+// the pace was cut does not cut it again, even when it arrives after the
+// pause has ended.
+func TestLateThrottledAnswerDoesNotCutAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		seen := map[string]int{}
+		var mu sync.Mutex
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			seen[r.URL.Path]++
+			n := seen[r.URL.Path]
+			mu.Unlock()
+			if r.URL.Path == "/slow" {
+				time.Sleep(3 * time.Second)
+			} else {
+				time.Sleep(ms(10))
+			}
+			if n == 1 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
+		defer rt.Close()
+		var wg sync.WaitGroup
+		for _, p := range []string{"/slow", "/fast"} {
+			wg.Go(func() { assert.NoError(t, do(t, rt, "http://e.test"+p)) })
+		}
+		time.Sleep(ms(500))
+		assert.EqualValues(t, 80, keyRate(rt, "e.test"), "cut once by /fast's 429")
+		time.Sleep(3 * time.Second) // /slow's 429 came at 3s, after the pause
+		st := rt.Stats().Keys["e.test"]
+		assert.EqualValues(t, 2, st.Throttled)
+		assert.EqualValues(t, 2, st.Pauses, "the late 429 still pauses the key")
+		assert.EqualValues(t, 80, st.Rate, "but does not cut it again")
+		wg.Wait()
+	})
+}
+
+// A pace cut by one collision is back at the configured rate within
+// seconds of quiet: a tenth of Rate per quiet second.
+func TestCutPaceClimbsBackWithinSeconds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var first atomic.Bool
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			if first.CompareAndSwap(false, true) {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 1}))
+		defer rt.Close()
+		start := time.Now()
+		require.NoError(t, do(t, rt, "http://c.test/")) // 429, a 1s pause, the probe at 1s
+		want := []struct {
+			at   time.Duration
+			rate rate.Limit
+		}{{ms(1500), 80}, {ms(2500), 90}, {ms(3500), 100}, {ms(10000), 100}}
+		for _, w := range want {
+			for time.Since(start) < w.at {
+				require.NoError(t, do(t, rt, "http://c.test/"))
+			}
+			assert.InDelta(t, float64(w.rate), float64(keyRate(rt, "c.test")), 1e-9, "at %v", w.at)
+		}
+	})
+}
+
+// Refusals that come back however slow the pace (every 20th answer here)
+// cannot sink a configured pace: one cut, which did not help, is not
+// repeated, and the pace climbs back.
+func TestRefusalsThatSlowingDoesNotStopKeepThePace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int64
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(ms(10))
+			if n.Add(1)%20 == 0 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "0"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 50, Burst: 5}))
+		defer rt.Close()
+		lowest := watchRate(t, rt, "api.test")
+		job(t, rt, 2000)
+		assert.GreaterOrEqual(t, float64(lowest()), 40.0, "at most one cut of 0.8")
+		assert.EqualValues(t, 50, keyRate(rt, "api.test"))
+	})
+}
+
+// watchRate samples the key's pace every 100ms until the test ends, and
+// returns a function that reports the lowest seen.
+func watchRate(t *testing.T, rt *throttle.Transport, key string) func() rate.Limit {
+	t.Helper()
+	var mu sync.Mutex
+	low := rate.Inf
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(ms(100)):
+			}
+			if r := keyRate(rt, key); r > 0 {
+				mu.Lock()
+				low = min(low, r)
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+	return func() rate.Limit {
+		mu.Lock()
+		defer mu.Unlock()
+		return low
+	}
+}
+
+// Isolated collisions (a refusal every 200 answers, every 4s at the pace)
+// cut the pace only as far as the server was seen to accept, and never
+// lower its ceiling: the pace stays near the configured rate.
+func TestIsolatedCollisionsDoNotSinkThePace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int64
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(ms(10))
+			if n.Add(1)%200 == 0 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 50, Burst: 5}))
+		defer rt.Close()
+		lowest := watchRate(t, rt, "api.test")
+		job(t, rt, 3000) // a minute, 15 collisions
+		assert.GreaterOrEqual(t, float64(lowest()), 45.0)
+		assert.EqualValues(t, 50, keyRate(rt, "api.test"))
+		assert.GreaterOrEqual(t, rt.Stats().Keys["api.test"].Throttled, int64(14))
+	})
+}
+
+// A quota proven lower than the configured pace becomes its ceiling: 25%
+// too fast, the key settles at the quota after two collisions and stays.
+func TestQuotaProvenLowerBecomesTheCeiling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api, base := quotaAPI() // 100/s, burst 10
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 125, Burst: 10}))
+		defer rt.Close()
+		job(t, rt, 3000)
+		assert.LessOrEqual(t, api.Stats().Total.Throttled, int64(3))
+		assert.InDelta(t, 100, float64(keyRate(rt, "api.test")), 5)
+	})
+}
+
+// A window far from its limit when the server objected is not cut: here
+// the server's 429 came with 3 of 10 used, and the 7 left still go at once
+// after the pause.
+func TestWindowFarFromItsLimitIsNotCut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScript(0, func(r *http.Request, n int) *http.Response {
+			if r.URL.Path == "/x" && n == 1 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1")
+			}
+			return reply(r, http.StatusOK)
+		})
+		rt := throttle.New(s, throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 10, Per: 10 * time.Second}}}))
+		defer rt.Close()
+		require.NoError(t, do(t, rt, "http://w.test/a"))
+		require.NoError(t, do(t, rt, "http://w.test/b"))
+		require.NoError(t, do(t, rt, "http://w.test/x")) // 429 with 2 used, its retry at 1s
+		launch(t, rt, 7, "http://w.test/more")
+		times := s.times("")
+		require.Len(t, times, 11)
+		assert.Equal(t, time.Second, times[9], "the 10th at 1s")
+		assert.Equal(t, 10*time.Second, times[10], "the 11th when the first leaves the window")
+	})
+}
+
+// A window entry counts from when its answer came back, never earlier: an
+// entry still on the wire holds the window until its answer.
+func TestWindowEntryCountsFromItsAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder() // logs each request when it is sent
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := rec.RoundTrip(r)
+			if r.URL.Path == "/slow" {
+				time.Sleep(5 * time.Second)
+			} else {
+				time.Sleep(ms(10))
+			}
+			return resp, err
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 2, Per: time.Second}}}))
+		defer rt.Close()
+		var wg sync.WaitGroup
+		for _, p := range []string{"/fast", "/slow", "/c", "/d"} {
+			wg.Go(func() { assert.NoError(t, do(t, rt, "http://a.test"+p)) })
+			synctest.Wait()
+		}
+		wg.Wait()
+		// /fast answered at 10ms: /c goes 1s later. /slow answered at 5s:
+		// /d goes 1s after that.
+		assert.Equal(t, []time.Duration{0, 0, ms(1010), ms(6000)}, rec.times())
+	})
+}
+
+// A probe that gets no answer holds the key only for a bounded time (1s
+// here: the round trips seen were instant), then the next attempt goes.
+func TestProbeWithoutAnswerDoesNotHoldTheKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hang := make(chan struct{})
+		defer close(hang)
+		s := newScript(0, func(r *http.Request, n int) *http.Response {
+			if r.URL.Path == "/a" && n == 1 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1")
+			}
+			return reply(r, http.StatusOK)
+		})
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := s.RoundTrip(r)
+			if r.URL.Path == "/a" && resp.StatusCode == http.StatusOK {
+				select { // the probe's answer never comes
+				case <-hang:
+				case <-r.Context().Done():
+				}
+			}
+			return resp, err
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() { _ = doCtx(t, ctx, rt, "http://p.test/a") }()
+		time.Sleep(ms(500))
+		require.NoError(t, do(t, rt, "http://p.test/b"))
+		assert.Equal(t, []time.Duration{0, time.Second}, s.times("/a"))
+		assert.Equal(t, []time.Duration{2 * time.Second}, s.times("/b"), "the probe held the key for 1s")
+		cancel()
+	})
+}
+
+// After a successful probe an unpaced key ramps up from one request in
+// flight; a ramp's head that gets no answer holds the rest for a bounded
+// time too.
+func TestRampHeadWithoutAnswerDoesNotHoldTheKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hang := make(chan struct{})
+		defer close(hang)
+		s := newScript(0, func(r *http.Request, n int) *http.Response {
+			if r.URL.Path == "/a" && n == 1 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1")
+			}
+			return reply(r, http.StatusOK)
+		})
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := s.RoundTrip(r)
+			if r.URL.Path == "/stuck" {
+				select {
+				case <-hang:
+				case <-r.Context().Done():
+				}
+			}
+			return resp, err
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var wg sync.WaitGroup
+		wg.Go(func() { assert.NoError(t, do(t, rt, "http://r.test/a")) })
+		time.Sleep(ms(500))
+		go func() { _ = doCtx(t, ctx, rt, "http://r.test/stuck") }() // the ramp's head
+		synctest.Wait()
+		wg.Go(func() { assert.NoError(t, do(t, rt, "http://r.test/next")) })
+		wg.Wait()
+		assert.Equal(t, []time.Duration{time.Second}, s.times("/stuck"), "after the probe, the ramp's first")
+		assert.Equal(t, []time.Duration{2 * time.Second}, s.times("/next"), "held 1s by the stuck head, not forever")
+		cancel()
+	})
+}
+
+// With requests reaching the server 0–20ms late at random, a pace set
+// exactly at the quota sizes its token reserve from the jitter it observes:
+// no collision, at the ideal time.
+func TestTokenReserveFollowsObservedJitter(t *testing.T) {
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(throttletest.Config{
+					Limits: []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}},
+				})
+				rng := rand.New(rand.NewPCG(seed, 7))
+				var mu sync.Mutex
+				base := rtFunc(func(r *http.Request) (*http.Response, error) {
+					mu.Lock()
+					d := time.Duration(rng.Int64N(int64(ms(20))))
+					mu.Unlock()
+					time.Sleep(d)
+					resp, err := api.RoundTrip(r)
+					time.Sleep(time.Millisecond)
+					return resp, err
+				})
+				rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
+				defer rt.Close()
+				took := job(t, rt, 2000)
+				assert.Zero(t, api.Stats().Total.Throttled)
+				assert.LessOrEqual(t, took, time.Duration(1.01*float64(19950*time.Millisecond)), "within 1% of the ideal")
+			})
+		})
+	}
+}
