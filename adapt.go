@@ -8,28 +8,42 @@ import (
 
 // The pace adapts to what the server says, in proportion to the evidence.
 //
-// A quota signal (see pause.go) says the pace was too fast, once per
-// episode: only an answer to an attempt sent after the pace was last cut,
-// and not a probe, cuts it again; answers to attempts that were already on
-// their way say nothing new.
+// An episode begins with a quota signal (see pause.go) to an attempt sent
+// after the last episode began, other than a probe; answers to attempts that
+// were already on their way belong to the episode before and change nothing
+// (they may still extend the pause). Each episode reacts at most once, by
+// the first rule that applies:
 //
-// A cut lowers a configured pace to 0.8 of itself, but never below what the
-// server has just been seen to accept: the answers accepted since the key
-// last resumed (or began), less one Burst (the server's bucket may have been
-// full then), over that time. The count is evidence once that time is at
-// least a second and ten times Burst/pace, so that the Burst is at most a
-// tenth of it. When it shows the server accepted less than 0.9 of the pace,
-// the quota is proven lower: the count becomes the pace's ceiling. Otherwise
-// (an isolated collision, network jitter, a random refusal) the ceiling
-// stays, and the pace is back at it within seconds. A quota less than a
-// tenth below the pace is not told from noise this way: its 429s come back
-// every few seconds, each costing a pause.
+//  1. Proven lower. The answers the server accepted since the key last
+//     resumed (or began), less one Burst (its bucket may have been full),
+//     over that time, are a rate the server surely bears. They are evidence
+//     once counted over at least a second and ten Bursts' worth of the pace,
+//     while the key sent at its pace. When they show less than 0.9 of the
+//     pace, the quota is proven lower: the pace, and its ceiling, go there.
+//  2. Did not help. A cut by a tenth or more is a test: when the next
+//     episode comes at a pace no faster, after no more than 1.1 times the
+//     answers accepted before that cut, slowing down changed nothing. Twice
+//     in a row (one unlucky run proves little), and it is the server that
+//     refuses whatever the pace (one request in twenty, say): the ceiling
+//     goes back to where the first of the two cuts began, and for 30
+//     seconds episodes only pause the key, as the server asks. Against a
+//     real quota a slower pace lengthens the run of accepted answers before
+//     the next refusal, by more than that unless it is several times the
+//     quota.
+//  3. Recurring. An episode within 10 seconds of the one before cuts the
+//     pace to 0.8 of itself and leaves its ceiling at 0.95 of where the
+//     refusals came: collisions that keep coming, as when the network's
+//     jitter exceeds what the server's bucket absorbs, call for a pace a
+//     little below the quota.
+//  4. Isolated. The pace goes to 0.8 of itself or to what the server was
+//     seen to accept, whichever is faster (a collision after a long quiet
+//     run barely moves it), and the ceiling stays.
 //
-// Each quiet second (no cut, no pause) raises the pace by a tenth of
-// Policy.Rate, up to the ceiling: a pace cut by one collision is back within
-// two or three seconds. The ceiling itself climbs back by a twentieth of
-// Policy.Rate per quiet 30 seconds, so a quota that grows is found again.
-// A cut never takes a configured pace below a tenth of Policy.Rate.
+// Each quiet second (no episode; after a cut, counted from the end of its
+// pause) raises the pace by a tenth of Policy.Rate, up to the ceiling: a
+// pace cut by one collision is back within seconds. The ceiling climbs back
+// by a twentieth of Policy.Rate per quiet 30 seconds, so a quota that grows
+// is found again. A configured pace never drops below a tenth of Rate.
 //
 // A window's N is cut likewise (to 0.8, at most once per episode), but only
 // a window that held at least 0.9 of what it admits when the throttled
@@ -37,34 +51,28 @@ import (
 // objected to. A window cut again within 10 seconds of its last cut keeps
 // the lower N as its ceiling.
 //
-// A cut that did not help is not repeated: when the server refuses again at
-// a pace no faster than the one the last cut lowered, after no more than 1.1
-// times the answers it accepted before that cut, slowing down changed
-// nothing (a server that refuses one request in twenty whatever the pace),
-// and the refusal only pauses the key, as the server asks. (Against a real
-// quota, a slower pace always lengthens the run of accepted answers before
-// the next refusal, by more than that unless the pace is several times the
-// quota.)
-//
 // A key with no pace at all that is throttled twice learns one: between two
 // throttled answers the server's bucket went from empty to empty, so the
 // requests it accepted in between, over that time, are a rate it can bear (a
 // lower bound: its bucket overflowed during the pause). From there the
 // learned pace doubles each quiet second until the server objects again,
-// then is cut and raised like a configured one, without a ceiling.
+// then is cut to 0.8 per episode and raised by a twentieth per quiet 30
+// seconds, without a ceiling.
 const (
 	slowFactor     = 0.8              // a cut takes the pace to this share of itself
+	realCut        = 0.9              // a cut to this share or lower tests whether slowing down helps
 	slowestShare   = 0.1              // a configured pace never drops below this share of Rate
 	climbEvery     = time.Second      // a quiet spell this long raises the pace
 	climbShare     = 0.1              // by this share of Rate (of N for windows)
-	ceilEvery      = 30 * time.Second // a quiet spell this long raises the ceiling
+	ceilEvery      = 30 * time.Second // a quiet spell this long raises the ceiling, and ends the noise
 	ceilShare      = 0.05             // by this share of Rate (of N)
 	minEvidence    = time.Second      // accepted answers counted this long are evidence,
 	evidenceBursts = 10               // and over at least this many Bursts' worth of the pace
 	provenShare    = 0.9              // a server that accepted less than this share of the pace proves the quota lower
+	recurWithin    = 10 * time.Second // an episode this soon after the last recurs
+	recurShare     = 0.95             // a recurring episode leaves the ceiling at this share of its pace
+	helpedShare    = 1.1              // a cut helped if the next episode came after more than this share of the answers before it
 	nearShare      = 0.9              // a window this full is near its limit
-	recurWithin    = 10 * time.Second // a window cut this soon after the last keeps it
-	helpedShare    = 1.1              // a cut helped if the next refusal came after more than this share of the answers before it
 
 	growEvery   = time.Second     // a learned pace doubles after this long quiet
 	slowestRate = rate.Limit(0.1) // a learned pace never drops below this
@@ -74,15 +82,19 @@ const (
 
 // adaptation is a key's record of the server's objections.
 type adaptation struct {
-	ceil     rate.Limit // a configured pace climbs back quickly up to this (<= Policy.Rate)
-	cutAdm   uint64     // admissions up to this one were sent before the last cut
-	cutFrom  rate.Limit // the pace the last cut lowered; 0 before the first
-	run      int        // answers accepted since the last cut
-	lastRun  int        // answers accepted before it, since the one before
-	calming  bool       // a cut began the pause in force: its end restarts the quiet spell
-	quietAt  time.Time  // the pace and windows climb from here: the last cut, climb or pause end
-	ceilAt   time.Time  // when the ceiling last moved
-	adjusted time.Time  // when anything was last lowered or raised
+	ceil      rate.Limit // a configured pace climbs back quickly up to this (<= Policy.Rate)
+	cutAdm    uint64     // admissions up to this one were sent before the last episode
+	episodeAt time.Time  // when the last episode began
+	run       int        // answers accepted since then
+	testFrom  rate.Limit // > 0: the last episode cut the pace from this; the next tells whether it helped
+	testRun   int        // the answers accepted before that cut
+	unhelped  int        // cuts in a row that did not help
+	origin    rate.Limit // the pace before the first of them
+	noiseEnd  time.Time  // until then refusals are taken as the server's noise: episodes only pause
+	calming   bool       // a cut began the pause in force: its end restarts the quiet spell
+	quietAt   time.Time  // the pace and windows climb from here: the last cut, climb or pause end
+	ceilAt    time.Time  // when the ceiling last moved
+	adjusted  time.Time  // when anything was last lowered or raised
 
 	spanAt  time.Time // accepted answers are counted from here: the first answer, the last cut or resume
 	spanOK  int
@@ -128,22 +140,42 @@ func (a *adaptation) accepting(now time.Time, p rate.Limit, burst int, admitted 
 	return rate.Limit(float64(max(a.spanOK-burst, 0)) / span), true
 }
 
-// slow reacts to a quota signal for the attempt tk, answered at now: it cuts
-// the pace and the windows near their limit, or learns a pace, once per
-// episode.
-func (ks *keyState) slow(tk ticket, now time.Time, mono time.Duration) {
+// slow reacts to a quota signal for the attempt tk, answered at now: once
+// per episode, it cuts the pace and the windows near their limit, or learns
+// a pace, as the rules above say.
+func (ks *keyState) slow(tk ticket, now time.Time) {
 	a := &ks.adapt
 	if tk.probe || tk.adm <= a.cutAdm {
 		return // the probe's pace is no pace; older attempts are the same episode
 	}
 	a.cutAdm = ks.admitted
-	run := a.run
-	a.run = 0
-	if a.cutFrom > 0 && ks.lim != nil && ks.lim.Limit() <= a.cutFrom && float64(run) <= helpedShare*float64(a.lastRun) {
-		return // the last cut did not help
+	run, recurring := a.run, !a.episodeAt.IsZero() && now.Sub(a.episodeAt) < recurWithin
+	a.run, a.episodeAt = 0, now
+	from, testRun := a.testFrom, a.testRun
+	a.testFrom = 0
+	p := rate.Limit(0)
+	if ks.lim != nil {
+		p = ks.lim.Limit()
 	}
-	a.lastRun = run
-	a.quietAt, a.adjusted, a.calming = now, now, true
+	if got, ok := a.accepting(now, p, ks.pol.Burst, ks.admitted); ok && !a.learned && got < p*provenShare {
+		ks.setPace(now, got, got) // 1: proven lower
+		return
+	}
+	switch {
+	case from == 0:
+	case p > from || float64(run) > helpedShare*float64(testRun):
+		a.unhelped = 0 // the cut helped
+	case a.unhelped < 1:
+		a.unhelped++ // did not help, once
+	default: // 2: did not help, twice
+		a.unhelped, a.noiseEnd = 0, now.Add(ceilEvery)
+		if !a.learned {
+			a.ceil = min(ks.pol.Rate, max(a.ceil, a.origin))
+		}
+	}
+	if now.Before(a.noiseEnd) {
+		return
+	}
 	for i := range ks.wins {
 		ks.wins[i].cut(tk.mono, now)
 	}
@@ -152,22 +184,40 @@ func (ks *keyState) slow(tk ticket, now time.Time, mono time.Duration) {
 		ks.learn(now)
 	case a.learned:
 		a.growing = false
-		a.cutFrom = ks.lim.Limit()
-		ks.lim.SetLimitAt(now, max(ks.lim.Limit()*slowFactor, slowestRate))
-	default:
-		p := ks.lim.Limit()
-		a.cutFrom = p
+		ks.setPace(now, max(p*slowFactor, slowestRate), 0)
+	case recurring: // 3
+		ks.setPace(now, p*slowFactor, p*recurShare)
+	default: // 4: isolated
 		to := p * slowFactor
 		if got, ok := a.accepting(now, p, ks.pol.Burst, ks.admitted); ok {
 			to = min(p, max(to, got))
-			if got < p*provenShare && got < a.ceil {
-				a.ceil, a.ceilAt = max(got, ks.pol.Rate*slowestShare), now
-			}
 		}
-		ks.lim.SetLimitAt(now, max(to, ks.pol.Rate*slowestShare))
+		ks.setPace(now, to, 0)
 	}
-	a.restart(now, ks.admitted)
+	if ks.lim != nil && ks.lim.Limit() <= p*realCut {
+		a.testFrom, a.testRun = p, run
+		if a.unhelped == 0 {
+			a.origin = p
+		}
+	}
 	a.since, a.accepted = now, 0
+}
+
+// setPace cuts the pace to to, and the ceiling of a configured pace to ceil
+// if that is lower (0: the ceiling stays), within the floor; the quiet spell
+// and the count of accepted answers start again.
+func (ks *keyState) setPace(now time.Time, to, ceil rate.Limit) {
+	a := &ks.adapt
+	if !a.learned {
+		floor := ks.pol.Rate * slowestShare
+		to = max(to, floor)
+		if ceil > 0 && ceil < a.ceil {
+			a.ceil, a.ceilAt = max(ceil, floor), now
+		}
+	}
+	ks.lim.SetLimitAt(now, to)
+	a.quietAt, a.adjusted, a.calming = now, now, true
+	a.restart(now, ks.admitted)
 }
 
 // learn gives an unpaced key without windows a pace, from the answers

@@ -122,7 +122,7 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	}
 	switch {
 	case h.throttled():
-		ks.slow(tk, now, mono)
+		ks.slow(tk, now)
 		ls = ks.pause(h, pause, now)
 	case failed && outage:
 		// The key comes back when the server says; the failed request's own

@@ -205,7 +205,7 @@ func TestCutPaceClimbsBackWithinSeconds(t *testing.T) {
 }
 
 // Refusals that come back however slow the pace (every 20th answer here)
-// cannot sink a configured pace: one cut, which did not help, is not
+// cannot sink a configured pace: two cuts that did not help are not
 // repeated, and the pace climbs back.
 func TestRefusalsThatSlowingDoesNotStopKeepThePace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -221,7 +221,7 @@ func TestRefusalsThatSlowingDoesNotStopKeepThePace(t *testing.T) {
 		defer rt.Close()
 		lowest := watchRate(t, rt, "api.test")
 		job(t, rt, 2000)
-		assert.GreaterOrEqual(t, float64(lowest()), 40.0, "at most one cut of 0.8")
+		assert.GreaterOrEqual(t, float64(lowest()), 32.0, "at most two cuts of 0.8")
 		assert.EqualValues(t, 50, keyRate(rt, "api.test"))
 	})
 }
@@ -257,9 +257,11 @@ func watchRate(t *testing.T, rt *throttle.Transport, key string) func() rate.Lim
 	}
 }
 
-// Isolated collisions (a refusal every 200 answers, every 4s at the pace)
-// cut the pace only as far as the server was seen to accept, and never
-// lower its ceiling: the pace stays near the configured rate.
+// Collisions that are not the pace's doing (a refusal every 200 answers,
+// every 4s at the pace) cannot sink it: the first, after a long run, barely
+// cuts it; the next two, recurring, cut it to 0.8 and 0.64; the fourth, as
+// far apart in answers at the slower paces, shows twice that slowing down
+// did not help, and the pace is back at the configured rate.
 func TestIsolatedCollisionsDoNotSinkThePace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var n atomic.Int64
@@ -274,7 +276,7 @@ func TestIsolatedCollisionsDoNotSinkThePace(t *testing.T) {
 		defer rt.Close()
 		lowest := watchRate(t, rt, "api.test")
 		job(t, rt, 3000) // a minute, 15 collisions
-		assert.GreaterOrEqual(t, float64(lowest()), 45.0)
+		assert.GreaterOrEqual(t, float64(lowest()), 32.0)
 		assert.EqualValues(t, 50, keyRate(rt, "api.test"))
 		assert.GreaterOrEqual(t, rt.Stats().Keys["api.test"].Throttled, int64(14))
 	})
@@ -446,6 +448,37 @@ func TestTokenReserveFollowsObservedJitter(t *testing.T) {
 				took := job(t, rt, 2000)
 				assert.Zero(t, api.Stats().Total.Throttled)
 				assert.LessOrEqual(t, took, time.Duration(1.01*float64(19950*time.Millisecond)), "within 1% of the ideal")
+			})
+		})
+	}
+}
+
+// When the network's jitter exceeds what the server's bucket absorbs (0–60ms
+// late at 100/s against a bucket of 5), a pace at the quota collides again
+// and again: the collisions recur, and the pace settles a little below the
+// quota, where the server's bucket has room again.
+func TestRecurringCollisionsSettleBelowTheQuota(t *testing.T) {
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(throttletest.Config{
+					Limits: []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}},
+				})
+				rng := rand.New(rand.NewPCG(seed, 7))
+				var mu sync.Mutex
+				base := rtFunc(func(r *http.Request) (*http.Response, error) {
+					mu.Lock()
+					d := time.Duration(rng.Int64N(int64(ms(60))))
+					mu.Unlock()
+					time.Sleep(d)
+					return api.RoundTrip(r)
+				})
+				rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
+				defer rt.Close()
+				took := job(t, rt, 2000)
+				assert.LessOrEqual(t, api.Stats().Total.Throttled, int64(6))
+				assert.Less(t, took, 30*time.Second, "within 1.5x the ideal")
+				assert.Less(t, float64(keyRate(rt, "api.test")), 100.0, "below the quota")
 			})
 		})
 	}
