@@ -45,11 +45,11 @@ import (
 // by a twentieth of Policy.Rate per quiet 30 seconds, so a quota that grows
 // is found again. A configured pace never drops below a tenth of Rate.
 //
-// A window's N is cut likewise (to 0.8, at most once per episode), but only
-// a window that held at least 0.9 of what it admits when the throttled
-// attempt was sent: a window far from its limit was not what the server
-// objected to. A window cut again within 10 seconds of its last cut keeps
-// the lower N as its ceiling.
+// A window's N is cut to 0.8 of what it admits (unless rule 1 or 2 applies), but
+// only a window that held at least 0.9 of that when the throttled attempt
+// was sent: a window far from its limit was not what the server objected
+// to. It climbs back by a twentieth of N per quiet 30 seconds: a window
+// counts over its whole length, so a quick climb would only collide again.
 //
 // A key with no pace at all that is throttled twice learns one: between two
 // throttled answers the server's bucket went from empty to empty, so the
@@ -239,11 +239,8 @@ func (w *windowLog) cut(sent time.Duration, now time.Time) {
 	if float64(w.count(sent)) < nearShare*float64(w.n) {
 		return
 	}
-	n := max(int(float64(w.n)*slowFactor), int(float64(w.N)*slowestShare), 1)
-	if !w.cutAt.IsZero() && now.Sub(w.cutAt) < recurWithin {
-		w.ceil = n
-	}
-	w.n, w.cutAt = n, now
+	w.n = max(int(float64(w.n)*slowFactor), int(float64(w.N)*slowestShare), 1)
+	w.movedAt = now
 }
 
 // climb raises what was cut, after a quiet spell: called with each accepted
@@ -264,14 +261,8 @@ func (ks *keyState) climb(now time.Time) {
 			a.adjusted = now
 		}
 	}
-	if now.Sub(a.quietAt) < climbEvery {
-		return
-	}
-	raised := ks.climbWindows(now)
-	if ks.lim != nil && !a.learned {
-		raised = ks.climbPace(now) || raised
-	}
-	if raised {
+	ks.climbWindows(now)
+	if now.Sub(a.quietAt) >= climbEvery && ks.lim != nil && !a.learned && ks.climbPace(now) {
 		a.quietAt, a.adjusted = now, now
 	}
 }
@@ -291,22 +282,15 @@ func (ks *keyState) climbPace(now time.Time) bool {
 	return raised
 }
 
-// climbWindows raises each cut window's n toward its ceiling, and the
-// ceiling toward N, and reports whether any moved.
-func (ks *keyState) climbWindows(now time.Time) bool {
-	a := &ks.adapt
-	raised := false
+// climbWindows raises each cut window's n by a twentieth of N per quiet 30
+// seconds, up to N.
+func (ks *keyState) climbWindows(now time.Time) {
 	for i := range ks.wins {
-		w := &ks.wins[i]
-		step := func(share float64) int { return max(1, int(float64(w.N)*share)) }
-		if w.ceil < w.N && now.Sub(w.cutAt) >= ceilEvery && now.Sub(a.quietAt) >= ceilEvery {
-			w.ceil, raised = min(w.N, w.ceil+step(ceilShare)), true
-		}
-		if w.n < w.ceil {
-			w.n, raised = min(w.ceil, w.n+step(climbShare)), true
+		if w := &ks.wins[i]; w.n < w.N && now.Sub(w.movedAt) >= ceilEvery {
+			w.n = min(w.N, w.n+max(1, int(float64(w.N)*ceilShare)))
+			w.movedAt, ks.adapt.adjusted = now, now
 		}
 	}
-	return raised
 }
 
 // keep reports whether the key's pace was adapted recently enough to be

@@ -65,8 +65,8 @@ func tokenDelay(lim *rate.Limiter, at time.Time, k int) time.Duration {
 // error, either way).
 type windowLog struct {
 	Window
-	n, ceil int        // admitted per window now, and the most n climbs back to quickly; <= N
-	cutAt   time.Time  // when n was last cut
+	n       int        // admitted per window now, <= N
+	movedAt time.Time  // when n was last cut or raised
 	log     []winEntry // len <= N
 	start   int        // index of the oldest when len == N
 	latest  time.Duration
@@ -80,7 +80,7 @@ type winEntry struct {
 }
 
 func newWindowLog(w Window) windowLog {
-	return windowLog{Window: w, n: w.N, ceil: w.N}
+	return windowLog{Window: w, n: w.N}
 }
 
 // entry returns the j-th oldest entry.

@@ -23,14 +23,22 @@ type Policy struct {
 	//
 	// Rate is a ceiling the pace never passes; below it the pace follows the
 	// server. A quota signal (429, or a 403 with Retry-After or with the
-	// quota spent) cuts the pace once per episode, to 0.8 of itself or to
-	// what the server was just seen to accept, whichever is faster, and each
-	// quiet second brings back a tenth of Rate: a pace cut by one collision
-	// is back within seconds. Only refusals that prove the quota lower keep
-	// it lower: the server accepted less than 0.9 of the pace over at least
-	// a second (and ten Bursts' worth). A cut that did not lengthen the run
-	// of accepted answers before the next refusal is not repeated. 502, 503,
-	// 504 and network errors never cut the pace.
+	// quota spent) reacts once per episode (attempts sent before it are the
+	// same episode), and each quiet second brings back a tenth of Rate, so a
+	// pace cut by one collision is back within seconds:
+	//   - an isolated collision cuts to 0.8 of the pace or to what the server
+	//     was just seen to accept, whichever is faster;
+	//   - a server that accepted less than 0.9 of the pace proves the quota
+	//     lower: the pace stays there (its ceiling climbs back by a twentieth
+	//     of Rate per quiet 30 seconds);
+	//   - collisions that recur within 10 seconds cut to 0.8 and hold the
+	//     pace at 0.95 of where they came;
+	//   - two cuts in a row that did not lengthen the run of accepted answers
+	//     before the next refusal show refusals that are not the pace's
+	//     doing: the pace goes back up, and for 30 seconds they only pause
+	//     the key.
+	// A configured pace never drops below a tenth of Rate. 502, 503, 504 and
+	// network errors never cut it.
 	Rate rate.Limit
 
 	// Burst is the depth of the server's token bucket. Required (> 0) with a
@@ -61,7 +69,8 @@ type Policy struct {
 	// seen it, so the server's count never exceeds N. On a quiet network a
 	// window loses only a round trip per Per. Like Rate, N is cut to 0.8 of
 	// itself by a quota signal, but only when the window was near its limit
-	// (0.9 of it used), and climbs back within seconds. nil: none.
+	// (0.9 of it used), and climbs back by a twentieth of N per quiet 30
+	// seconds. nil: none.
 	Windows []Window
 
 	// MaxInFlight > 0 allows at most that many requests to the key between
