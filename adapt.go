@@ -46,7 +46,7 @@ import (
 // is found again. A configured pace never drops below a tenth of Rate.
 //
 // A window's N is cut to 0.8 of what it admits (unless rule 1 or 2 applies), but
-// only a window that held at least 0.9 of that when the throttled attempt
+// only a window that held at least half of that when the throttled attempt
 // was sent: a window far from its limit was not what the server objected
 // to. It climbs back by a twentieth of N per quiet 30 seconds: a window
 // counts over its whole length, so a quick climb would only collide again.
@@ -57,7 +57,8 @@ import (
 // lower bound: its bucket overflowed during the pause). From there the
 // learned pace doubles each quiet second until the server objects again,
 // then is cut to 0.8 per episode and raised by a twentieth per quiet 30
-// seconds, without a ceiling.
+// seconds, without a ceiling (rules 1 and 2 keep a configured rate; a
+// learned pace has none to keep).
 const (
 	slowFactor     = 0.8              // a cut takes the pace to this share of itself
 	realCut        = 0.9              // a cut to this share or lower tests whether slowing down helps
@@ -72,7 +73,7 @@ const (
 	recurWithin    = 10 * time.Second // an episode this soon after the last recurs
 	recurShare     = 0.95             // a recurring episode leaves the ceiling at this share of its pace
 	helpedShare    = 1.1              // a cut helped if the next episode came after more than this share of the answers before it
-	nearShare      = 0.9              // a window this full is near its limit
+	nearShare      = 0.5              // a window this full is near enough to its limit to be cut
 
 	growEvery   = time.Second     // a learned pace doubles after this long quiet
 	slowestRate = rate.Limit(0.1) // a learned pace never drops below this
@@ -162,16 +163,14 @@ func (ks *keyState) slow(tk ticket, now time.Time) {
 		return
 	}
 	switch {
-	case from == 0:
+	case from == 0 || a.learned: // a learned pace has no configured rate to keep
 	case p > from || float64(run) > helpedShare*float64(testRun):
 		a.unhelped = 0 // the cut helped
 	case a.unhelped < 1:
 		a.unhelped++ // did not help, once
 	default: // 2: did not help, twice
 		a.unhelped, a.noiseEnd = 0, now.Add(ceilEvery)
-		if !a.learned {
-			a.ceil = min(ks.pol.Rate, max(a.ceil, a.origin))
-		}
+		a.ceil = min(ks.pol.Rate, max(a.ceil, a.origin))
 	}
 	if now.Before(a.noiseEnd) {
 		return

@@ -69,7 +69,7 @@ type Policy struct {
 	// seen it, so the server's count never exceeds N. On a quiet network a
 	// window loses only a round trip per Per. Like Rate, N is cut to 0.8 of
 	// itself by a quota signal, but only when the window was near its limit
-	// (0.9 of it used), and climbs back by a twentieth of N per quiet 30
+	// (half of it used), and climbs back by a twentieth of N per quiet 30
 	// seconds. nil: none.
 	Windows []Window
 
