@@ -3,7 +3,9 @@ package throttle_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -222,4 +224,63 @@ func TestFailingServerDoesNotRaiseThePace(t *testing.T) {
 		}
 		assert.EqualValues(t, 8, rt.Stats().Keys["f.test"].Rate, "500s are no sign that the pace may rise")
 	})
+}
+
+// A panic in user code (an events callback, GetBody) must not lose the
+// in-flight slot of the response in hand: the key goes on.
+func TestPanickingUserCodeKeepsTheSlot(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		kind   throttle.EventKind
+		status int
+	}{
+		{"throttled event", throttle.EventThrottled, http.StatusTooManyRequests},
+		{"paused event", throttle.EventPaused, http.StatusTooManyRequests},
+		{"gave-up event", throttle.EventGaveUp, http.StatusTooManyRequests},
+		{"GetBody", 0, http.StatusServiceUnavailable},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				first := true
+				base := rtFunc(func(r *http.Request) (*http.Response, error) {
+					if r.Body != nil {
+						r.Body.Close()
+					}
+					if first {
+						first = false
+						return reply(r, tt.status, "Retry-After", "1"), nil
+					}
+					return reply(r, http.StatusOK), nil
+				})
+				rt := throttle.New(base,
+					throttle.WithPolicy(throttle.Policy{MaxInFlight: 1}),
+					throttle.WithRetry(throttle.Retry{MaxAttempts: 1 + btoi(tt.kind != throttle.EventGaveUp)}),
+					throttle.WithEvents(func(e throttle.Event) {
+						if tt.kind != 0 && e.Kind == tt.kind {
+							panic("user code")
+						}
+					}))
+				defer rt.Close()
+				req := newReq(t, context.Background(), http.MethodPut, "http://u.test/")
+				req.Body = io.NopCloser(strings.NewReader("x"))
+				req.GetBody = func() (io.ReadCloser, error) {
+					if tt.kind == 0 {
+						panic("user code")
+					}
+					return io.NopCloser(strings.NewReader("x")), nil
+				}
+				assert.PanicsWithValue(t, "user code", func() { _, _ = rt.RoundTrip(req) })
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				require.NoError(t, doCtx(t, ctx, rt, "http://u.test/after"), "the slot was given back")
+			})
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

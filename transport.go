@@ -131,6 +131,21 @@ type request struct {
 }
 
 func (r *request) do() (*http.Response, error) {
+	// User code runs on the way (events, GetBody). Should it panic, the
+	// response in hand is closed, which gives back its in-flight slot,
+	// before the panic goes on: a panicking callback cannot break the key.
+	var inHand *http.Response
+	defer func() {
+		if inHand == nil {
+			return
+		}
+		if p := recover(); p != nil {
+			if inHand.Body != nil {
+				inHand.Body.Close()
+			}
+			panic(p)
+		}
+	}()
 	send := r.req
 	for attempt := 1; ; attempt++ {
 		tk, err := r.t.admit(r.ctx, r.ks, r.seq, attempt > 1)
@@ -144,11 +159,13 @@ func (r *request) do() (*http.Response, error) {
 			return nil, err
 		}
 		resp, err := r.t.send(r.ks, tk, send)
+		inHand = resp
 		o := r.judge(tk, attempt, resp, err)
 		if !o.retryable {
 			if err != nil && attempt > 1 {
 				err = fmt.Errorf("throttle: key %q: after %d attempts: %w", r.ks.key, attempt, err)
 			}
+			inHand = nil
 			return resp, err
 		}
 		next, why := r.next(attempt, o)
@@ -157,9 +174,11 @@ func (r *request) do() (*http.Response, error) {
 			if err != nil {
 				err = fmt.Errorf("throttle: key %q: gave up after %d attempts (%s): %w", r.ks.key, attempt, why, err)
 			}
+			inHand = nil
 			return resp, err
 		}
 		discard(resp)
+		inHand = nil
 		r.retrying(attempt, resp, err, o.delay)
 		send = next
 		if werr := r.backOff(o); werr != nil {
