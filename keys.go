@@ -268,7 +268,7 @@ func (k *keys) created(t *Transport, m *sync.Map) {
 				ks.dead = true
 				k.evicted.Lock()
 				st := ks.stats
-				st.Queued, st.InFlight, st.Rate = 0, 0, 0 // gauges of the live
+				st.Queued, st.InFlight, st.Slots, st.Rate = 0, 0, 0, 0 // gauges of the live
 				k.gone.add(&st)
 				k.evicted.Unlock()
 			}

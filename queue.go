@@ -106,8 +106,7 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry b
 		if at, _ := ks.readyAt(now, t.since(now)); !at.After(now) {
 			tk = ks.take(now, t.since(now), retry)
 			ks.mu.Unlock()
-			tk.waited = now.Sub(start)
-			return tk, nil
+			return tk, nil // no wait for a limit: waited stays 0
 		}
 	}
 	if t.closed.Load() {

@@ -15,16 +15,17 @@ type Stats struct {
 	Total KeyStats
 }
 
-// KeyStats counts one key's requests. Queued and InFlight are gauges (now);
-// the rest are counters since the key's state was created.
+// KeyStats counts one key's requests. Queued, InFlight, Slots and Rate are
+// gauges (now); the rest are counters since the key's state was created.
 type KeyStats struct {
 	Requests int64         // RoundTrip calls
 	Attempts int64         // attempts sent to the base RoundTripper
-	Waited   int64         // requests that had to wait for their turn
+	Waited   int64         // requests that had to wait for their turn (behind others, or for a limit)
 	WaitTime time.Duration // time those requests waited, summed
 	Queued   int           // attempts waiting for their turn now
 	InFlight int           // attempts sent whose response is not yet in
-	Rate     rate.Limit    // the key's pace now (below Policy.Rate after 429s); 0: unpaced
+	Slots    int           // MaxInFlight slots held now: attempts on the wire and response bodies not yet closed
+	Rate     rate.Limit    // the key's pace now (below Policy.Rate after 429s); 0: unpaced. Not summed in Stats.Total
 
 	Throttled   int64 // quota signals: 429 responses, and 403s with Retry-After or that say the quota is spent
 	Unavailable int64 // 503 responses
@@ -48,7 +49,7 @@ func (s *KeyStats) add(o *KeyStats) {
 	s.WaitTime += o.WaitTime
 	s.Queued += o.Queued
 	s.InFlight += o.InFlight
-	s.Rate += o.Rate
+	s.Slots += o.Slots
 	s.Throttled += o.Throttled
 	s.Unavailable += o.Unavailable
 	s.Retries += o.Retries
@@ -80,11 +81,13 @@ func (t *Transport) Stats() Stats {
 			if !ks.dead {
 				ks.stats.Queued = ks.waiting
 				ks.stats.InFlight = ks.sending
+				ks.stats.Slots = ks.slots
 				if ks.lim != nil {
 					ks.stats.Rate = ks.lim.Limit()
 				}
 				k := s.Keys[ks.key]
 				k.add(&ks.stats)
+				k.Rate = max(k.Rate, ks.stats.Rate) // a pace is not a sum
 				s.Keys[ks.key] = k
 				s.Total.add(&ks.stats)
 			}

@@ -1,0 +1,39 @@
+package throttle_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlehttp/throttle"
+)
+
+// Stats must not mislead (issue 8, point 4). This test runs on the real
+// clock on purpose: a few nanoseconds pass between two clock reads there,
+// and a request that went at once must still not count as waited.
+func TestStatsSayWhatHappened(t *testing.T) {
+	rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) { return reply(r, http.StatusOK), nil }),
+		throttle.WithHostPolicy("a.test", throttle.Policy{Rate: 1e6, Burst: 100, MaxInFlight: 2}),
+		throttle.WithHostPolicy("b.test", throttle.Policy{Rate: 1e6, Burst: 100}))
+	defer rt.Close()
+	for range 20 {
+		require.NoError(t, do(t, rt, "http://a.test/"))
+		require.NoError(t, do(t, rt, "http://b.test/"))
+	}
+	// A body left open holds its MaxInFlight slot, with nothing on the wire.
+	resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://a.test/open"))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+
+	st := rt.Stats()
+	a := st.Keys["a.test"]
+	assert.Zero(t, a.Waited, "none waited for its turn")
+	assert.Zero(t, a.InFlight, "nothing on the wire")
+	assert.Equal(t, 1, a.Slots, "the open body holds a slot")
+	assert.EqualValues(t, 1e6, a.Rate)
+	assert.Zero(t, st.Total.Rate, "paces of different keys do not add up")
+	assert.EqualValues(t, 41, st.Total.Requests)
+}
