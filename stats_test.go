@@ -16,13 +16,15 @@ import (
 // and a request that went at once must still not count as waited.
 func TestStatsSayWhatHappened(t *testing.T) {
 	rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) { return reply(r, http.StatusOK), nil }),
-		throttle.WithHostPolicy("a.test", throttle.Policy{Rate: 1e6, Burst: 100, MaxInFlight: 2}),
-		throttle.WithHostPolicy("b.test", throttle.Policy{Rate: 1e6, Burst: 100}))
+		throttle.WithHostPolicy("a.test", throttle.Policy{MaxInFlight: 2}),
+		throttle.WithHostPolicy("b.test", throttle.Policy{Rate: 1e6, Burst: 100}),
+		throttle.WithHostPolicy("c.test", throttle.Policy{Rate: 1e5, Burst: 100}))
 	defer rt.Close()
 	for range 20 {
 		require.NoError(t, do(t, rt, "http://a.test/"))
 		require.NoError(t, do(t, rt, "http://b.test/"))
 	}
+	require.NoError(t, do(t, rt, "http://c.test/"))
 	// A body left open holds its MaxInFlight slot, with nothing on the wire.
 	resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://a.test/open"))
 	require.NoError(t, err)
@@ -33,7 +35,8 @@ func TestStatsSayWhatHappened(t *testing.T) {
 	assert.Zero(t, a.Waited, "none waited for its turn")
 	assert.Zero(t, a.InFlight, "nothing on the wire")
 	assert.Equal(t, 1, a.Slots, "the open body holds a slot")
-	assert.EqualValues(t, 1e6, a.Rate)
+	assert.EqualValues(t, 1e6, st.Keys["b.test"].Rate)
+	assert.EqualValues(t, 1e5, st.Keys["c.test"].Rate)
 	assert.Zero(t, st.Total.Rate, "paces of different keys do not add up")
-	assert.EqualValues(t, 41, st.Total.Requests)
+	assert.EqualValues(t, 42, st.Total.Requests)
 }
