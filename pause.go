@@ -1,8 +1,11 @@
 package throttle
 
 import (
+	"math"
 	"net/http"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // This file holds what an answer teaches the key: the signal it carries, the
@@ -175,10 +178,25 @@ func (ks *keyState) answered(tk ticket, response bool, now time.Time, mono time.
 	if r <= ks.reserve {
 		return
 	}
-	ks.lim.SetBurstAt(now, max(1, ks.pol.Burst-r))
-	for ; ks.reserve < r; ks.reserve++ {
-		ks.lim.ReserveN(now, 1)
+	want := ks.lim.TokensAt(now) - float64(r-ks.reserve) // the server keeps r-reserve more
+	depth := max(1, ks.pol.Burst-r)
+	ks.lim.SetBurstAt(now, depth) // caps what the bucket holds at the new depth
+	takeTokens(ks.lim, now, int(math.Ceil(ks.lim.TokensAt(now)-want)))
+	ks.reserve = r
+}
+
+// takeTokens takes n tokens from lim at now in one reservation, which may
+// leave it owing: the depth is raised for the reservation if n exceeds it.
+func takeTokens(lim *rate.Limiter, now time.Time, n int) {
+	if n <= 0 {
+		return
 	}
+	depth := lim.Burst()
+	if n > depth {
+		lim.SetBurstAt(now, n)
+		defer lim.SetBurstAt(now, depth)
+	}
+	lim.ReserveN(now, n)
 }
 
 // count adds the answer to the key's counters.
