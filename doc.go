@@ -25,7 +25,8 @@
 // the same pace. The key pauses as a whole only in an outage, when such
 // failures dominate its recent answers: at least 5 of its last 20 answers
 // (within a minute of each other) failed, and more than half did. Then one
-// request probes per Retry-After, and the first good answer ends the outage.
+// request probes per Retry-After (without one, per the failed request's
+// backoff), and the first good answer ends the outage.
 //
 // A probe, or the first requests of the ramp after it, hold the rest of the
 // key only until their answer is overdue: srtt + 4·rttvar of the key's
