@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -283,4 +284,34 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// A Retry-After too large for a time.Duration (seconds or a year-9999 date)
+// saturates the pause; on a key with windows, no time arithmetic of the
+// admission may overflow and let a request through during it (issue 8,
+// point 1: could not be reproduced on this code, kept as a guard).
+func TestSaturatedPauseHoldsKeysWithWindows(t *testing.T) {
+	for _, ra := range []string{"9300000000", "Fri, 31 Dec 9999 23:59:59 GMT"} {
+		for _, pol := range []throttle.Policy{{Windows: []throttle.Window{{N: 100, Per: time.Hour}}}, {Rate: 10, Burst: 5, Windows: []throttle.Window{{N: 100, Per: time.Hour}}}} {
+			synctest.Test(t, func(t *testing.T) {
+				var sent atomic.Int64
+				base := rtFunc(func(r *http.Request) (*http.Response, error) {
+					if sent.Add(1) == 1 {
+						return reply(r, http.StatusTooManyRequests, "Retry-After", ra), nil
+					}
+					return reply(r, http.StatusOK), nil
+				})
+				rt := throttle.New(base, throttle.WithPolicy(pol), throttle.WithRetry(throttle.Retry{MaxRetryAfter: 1 << 62, MaxAttempts: 1}))
+				_ = do(t, rt, "http://s.test/")
+				var wg sync.WaitGroup
+				for range 10 {
+					wg.Go(func() { _ = do(t, rt, "http://s.test/") })
+				}
+				time.Sleep(time.Hour)
+				assert.EqualValues(t, 1, sent.Load(), "nothing sent during the pause")
+				rt.Close()
+				wg.Wait()
+			})
+		}
+	}
 }
