@@ -97,7 +97,7 @@ type adaptation struct {
 	ceilAt    time.Time  // when the ceiling last moved
 	adjusted  time.Time  // when anything was last lowered or raised
 
-	spanAt  time.Time // accepted answers are counted from here: the first answer, the last cut or resume
+	spanAt  time.Time // answers not refused for the quota are counted from here: the first answer, the last cut or resume
 	spanOK  int
 	spanAdm uint64 // the key's admissions then
 
@@ -108,12 +108,18 @@ type adaptation struct {
 	growing  bool      // a learned pace still doubling
 }
 
-// accept counts an answer the server accepted, at now.
-func (a *adaptation) accept(now time.Time) {
+// answered counts, at now, an answer that was not a refusal for the quota:
+// accepted, or failed for the server's own trouble (which says nothing of
+// the quota).
+func (a *adaptation) answered(now time.Time) {
 	if a.spanAt.IsZero() {
 		a.spanAt = now // a count from the first answer (admissions from 0)
 	}
 	a.spanOK++
+}
+
+// accept counts an answer the server accepted.
+func (a *adaptation) accept() {
 	a.accepted++
 	a.run++
 }
@@ -159,7 +165,7 @@ func (ks *keyState) slow(tk ticket, now time.Time) {
 		p = ks.lim.Limit()
 	}
 	if got, ok := a.accepting(now, p, ks.pol.Burst, ks.admitted); ok && !a.learned && got < p*provenShare {
-		ks.setPace(now, got, got) // 1: proven lower
+		ks.setPace(now, got, max(got, ks.pol.Rate*slowestShare)) // 1: proven lower
 		return
 	}
 	switch {

@@ -17,7 +17,7 @@
 //   - adapted to what the server says, in proportion (see [Policy.Rate]):
 //     a quota signal slows a paced key, once per episode, and the pace is
 //     back within seconds unless the refusals prove the quota lower; a key
-//     with no pace that is throttled twice learns one.
+//     with no pace and no windows that is throttled twice learns one.
 //
 // Availability signals are not quota signals: a 502, 503, 504 or network
 // error delays only its own request's retry (its backoff, never shorter than

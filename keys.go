@@ -82,14 +82,15 @@ func (ks *keyState) readyAt(now time.Time, mono time.Duration) (time.Time, strin
 		at, limit = ks.pauseUntil, "pause"
 	}
 	for i := range ks.wins {
+		// A window's time is absolute: taken at now, then compared, so that
+		// a pause saturated near the end of time cannot overflow it.
 		w := &ks.wins[i]
-		off := mono + at.Sub(now)
-		next := w.nextAt(off, 0, false)
+		next := w.nextAt(mono, 0, false)
 		if next == holdsForAnswer {
 			return never, w.String()
 		}
-		if next > off {
-			at, limit = at.Add(next-off), w.String()
+		if wt := now.Add(next - mono); wt.After(at) {
+			at, limit = wt, w.String()
 		}
 	}
 	if ks.lim != nil {

@@ -97,16 +97,25 @@ const holdsForAnswer = time.Duration(math.MaxInt64)
 // set: then an open entry counts from its sending, and the result is a lower
 // bound.
 func (w *windowLog) nextAt(now time.Duration, k int, bound bool) time.Duration {
-	c := min(len(w.log), w.n) // the logged admissions that can count
-	j := k - (w.n - c)        // which of them the admission must outlive
-	if j < 0 || j >= c {
-		return now
+	at := now
+	outlive := func(e *winEntry) bool {
+		if e.open && !bound {
+			return false
+		}
+		at = max(at, e.at+w.Per)
+		return true
 	}
-	e := w.entry(len(w.log) - c + j)
-	if e.open && !bound {
+	c := min(len(w.log), w.n) // the logged admissions that can count
+	// The admission must outlive the one n before it, and, with the log
+	// full, the oldest, which it overwrites (with n < N, a cut window, that
+	// one may still count: its answer came late).
+	if j := k - (w.n - c); j >= 0 && j < c && !outlive(w.entry(len(w.log)-c+j)) {
 		return holdsForAnswer
 	}
-	return max(now, e.at+w.Per)
+	if len(w.log) == w.N && k < w.N && !outlive(w.entry(k)) {
+		return holdsForAnswer
+	}
+	return at
 }
 
 // add logs the admission numbered id, sent at now.

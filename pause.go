@@ -116,18 +116,24 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	if tk.probe {
 		ks.endProbe(tk, ok, now)
 	}
+	if !h.throttled() && (resp != nil || failed) {
+		ks.adapt.answered(now) // not refused for the quota: evidence of what it bears
+	}
 	if ok {
-		ks.adapt.accept(now)
+		ks.adapt.accept()
 		ks.climb(now)
 		if !tk.probe {
 			ks.widenRamp()
 		}
 	}
+	if ks.ramp > ks.waiting+ks.sending {
+		ks.ramp = 0 // no backlog left to hold back
+	}
 	switch {
 	case h.throttled():
 		ks.slow(tk, now)
 		ls = ks.pause(h, pause, now)
-	case failed && outage:
+	case failed && (outage || ks.health.outage):
 		// The key comes back when the server says; the failed request's own
 		// retry may wait longer (its backoff), and the next in line probes.
 		if h.hasWait && h.wait > 0 {

@@ -287,12 +287,12 @@ func btoi(b bool) int {
 }
 
 // A Retry-After too large for a time.Duration (seconds or a year-9999 date)
-// saturates the pause; on a key with windows, no time arithmetic of the
-// admission may overflow and let a request through during it (issue 8,
-// point 1: could not be reproduced on this code, kept as a guard).
+// saturates the pause; on a key whose window is full, the window's time
+// arithmetic overflowed and let a request through during the pause
+// (issue 8, point 1; found again in review).
 func TestSaturatedPauseHoldsKeysWithWindows(t *testing.T) {
 	for _, ra := range []string{"9300000000", "Fri, 31 Dec 9999 23:59:59 GMT"} {
-		for _, pol := range []throttle.Policy{{Windows: []throttle.Window{{N: 100, Per: time.Hour}}}, {Rate: 10, Burst: 5, Windows: []throttle.Window{{N: 100, Per: time.Hour}}}} {
+		t.Run(ra, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var sent atomic.Int64
 				base := rtFunc(func(r *http.Request) (*http.Response, error) {
@@ -301,17 +301,129 @@ func TestSaturatedPauseHoldsKeysWithWindows(t *testing.T) {
 					}
 					return reply(r, http.StatusOK), nil
 				})
-				rt := throttle.New(base, throttle.WithPolicy(pol), throttle.WithRetry(throttle.Retry{MaxRetryAfter: 1 << 62, MaxAttempts: 1}))
-				_ = do(t, rt, "http://s.test/")
-				var wg sync.WaitGroup
-				for range 10 {
-					wg.Go(func() { _ = do(t, rt, "http://s.test/") })
-				}
-				time.Sleep(time.Hour)
+				rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 1, Per: time.Second}}}))
+				defer rt.Close()
+				time.Sleep(time.Second) // the pause begins after the transport's epoch
+				code, err := status(t, rt, http.MethodGet, "http://s.test/")
+				require.NoError(t, err)
+				require.Equal(t, http.StatusTooManyRequests, code, "longer than MaxRetryAfter: given up")
+				time.Sleep(2 * time.Second) // the window's entry has expired
+				require.ErrorIs(t, do(t, rt, "http://s.test/"), throttle.ErrPaused)
 				assert.EqualValues(t, 1, sent.Load(), "nothing sent during the pause")
-				rt.Close()
-				wg.Wait()
 			})
-		}
+		})
 	}
+}
+
+// A window cut below N must not overwrite an entry that still counts (an
+// answer that came late): once N climbs back, that request would be
+// forgotten and the server would see more than N in one Per.
+func TestCutWindowNeverForgetsAnEntryThatCounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		var arrivals []time.Duration // when the server counted each request
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Path == "/hang" {
+				time.Sleep(35 * time.Second) // reaches the server at 35s
+			}
+			mu.Lock()
+			arrivals = append(arrivals, time.Since(start))
+			n := len(arrivals)
+			mu.Unlock()
+			if r.URL.Path == "/x" && n == 1 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 2, Per: time.Second}}}))
+		defer rt.Close()
+		var wg sync.WaitGroup
+		wg.Go(func() { assert.NoError(t, do(t, rt, "http://w.test/hang")) })
+		synctest.Wait()
+		require.NoError(t, do(t, rt, "http://w.test/x")) // 429: the window is cut to 1
+		for time.Since(start) < 34*time.Second {
+			require.NoError(t, do(t, rt, "http://w.test/seq")) // quiet: N climbs back to 2
+		}
+		time.Sleep(time.Second)
+		for range 2 {
+			wg.Go(func() { assert.NoError(t, do(t, rt, "http://w.test/late")) })
+		}
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		assertWindow(t, arrivals, 2, time.Second)
+	})
+}
+
+// In an outage whose Retry-After is longer than the minute after which the
+// record of answers is forgotten, each failed probe still extends the
+// pause: one request per Retry-After reaches the server.
+func TestLongOutageStillProbesOnePerRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		var at []time.Duration
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			at = append(at, time.Since(start))
+			mu.Unlock()
+			return reply(r, http.StatusServiceUnavailable, "Retry-After", "120"), nil
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		for range 5 {
+			_, err := status(t, rt, http.MethodPost, "http://o.test/") // POSTs: never retried
+			require.NoError(t, err)
+		}
+		require.EqualValues(t, 1, rt.Stats().Keys["o.test"].Outages)
+		time.Sleep(121 * time.Second)
+		for range 4 {
+			_, err := status(t, rt, http.MethodPost, "http://o.test/")
+			require.NoError(t, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, at, 9)
+		for i := 6; i < len(at); i++ {
+			assert.GreaterOrEqual(t, at[i]-at[i-1], 120*time.Second, "probe %d: one per Retry-After", i)
+		}
+	})
+}
+
+// 503s among the answers (no outage) are not evidence that the quota is
+// lower: a single 429 must not cut the pace's ceiling because of them.
+func TestUnavailableAnswersDoNotProveTheQuotaLower(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var n atomic.Int64
+		var refused atomic.Bool
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			if time.Since(start) >= 5*time.Second && refused.CompareAndSwap(false, true) {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			if n.Add(1)%3 == 0 {
+				return reply(r, http.StatusServiceUnavailable), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 1}))
+		defer rt.Close()
+		for time.Since(start) < 25*time.Second {
+			_, err := status(t, rt, http.MethodPost, "http://u.test/")
+			require.NoError(t, err)
+		}
+		assert.EqualValues(t, 10, rt.Stats().Keys["u.test"].Rate, "back at the configured rate")
+	})
+}
+
+// A base RoundTripper that returns neither a response nor an error breaks
+// its contract; the transport turns it into an error instead of panicking
+// with the key's state half updated.
+func TestNilResponseNilErrorFromBase(t *testing.T) {
+	rt := throttle.New(rtFunc(func(*http.Request) (*http.Response, error) { return nil, nil }))
+	defer rt.Close()
+	require.Error(t, do(t, rt, "http://n.test/"))
+	require.Error(t, do(t, rt, "http://n.test/"), "the key still works")
+	assert.Zero(t, rt.Stats().Keys["n.test"].InFlight)
 }

@@ -132,17 +132,20 @@ type request struct {
 
 func (r *request) do() (*http.Response, error) {
 	// User code runs on the way (events, GetBody). Should it panic, the
-	// response in hand is closed, which gives back its in-flight slot,
-	// before the panic goes on: a panicking callback cannot break the key.
+	// response in hand is closed, which gives back its in-flight slot, and
+	// so is a body GetBody made for a retry, before the panic goes on: a
+	// panicking callback cannot break the key.
 	var inHand *http.Response
+	var pending *http.Request
 	defer func() {
-		if inHand == nil {
+		if inHand == nil && pending == nil {
 			return
 		}
 		if p := recover(); p != nil {
-			if inHand.Body != nil {
+			if inHand != nil && inHand.Body != nil {
 				inHand.Body.Close()
 			}
+			closeBody(pending)
 			panic(p)
 		}
 	}()
@@ -178,9 +181,9 @@ func (r *request) do() (*http.Response, error) {
 			return resp, err
 		}
 		discard(resp)
-		inHand = nil
+		inHand, pending = nil, next
 		r.retrying(attempt, resp, err, o.delay)
-		send = next
+		send, pending = next, nil
 		if werr := r.backOff(o); werr != nil {
 			closeBody(send)
 			r.count(werr)
@@ -263,7 +266,11 @@ func (t *Transport) send(ks *keyState, tk ticket, req *http.Request) (*http.Resp
 			panic(p)
 		}
 	}()
-	return t.base.RoundTrip(req)
+	resp, err := t.base.RoundTrip(req)
+	if resp == nil && err == nil {
+		err = errors.New("throttle: the base RoundTripper returned neither a response nor an error")
+	}
+	return resp, err
 }
 
 // retryable reports whether the attempt's outcome is one that may be retried
