@@ -209,20 +209,25 @@ func TestCutPaceClimbsBackWithinSeconds(t *testing.T) {
 // repeated, and the pace climbs back.
 func TestRefusalsThatSlowingDoesNotStopKeepThePace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var n atomic.Int64
-		base := rtFunc(func(r *http.Request) (*http.Response, error) {
-			time.Sleep(ms(10))
-			if n.Add(1)%20 == 0 {
-				return reply(r, http.StatusTooManyRequests, "Retry-After", "0"), nil
-			}
-			return reply(r, http.StatusOK), nil
-		})
-		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 50, Burst: 5}))
+		rt := throttle.New(refusingEvery(20, "0"), throttle.WithPolicy(throttle.Policy{Rate: 50, Burst: 5}))
 		defer rt.Close()
 		lowest := watchRate(t, rt, "api.test")
 		job(t, rt, 2000)
 		assert.GreaterOrEqual(t, float64(lowest()), 32.0, "at most two cuts of 0.8")
 		assert.EqualValues(t, 50, keyRate(rt, "api.test"))
+	})
+}
+
+// refusingEvery is a base that answers after 10ms, 429 with the given
+// Retry-After to every nth request whatever the pace, 200 to the others.
+func refusingEvery(nth int64, retryAfter string) http.RoundTripper {
+	var n atomic.Int64
+	return rtFunc(func(r *http.Request) (*http.Response, error) {
+		time.Sleep(ms(10))
+		if n.Add(1)%nth == 0 {
+			return reply(r, http.StatusTooManyRequests, "Retry-After", retryAfter), nil
+		}
+		return reply(r, http.StatusOK), nil
 	})
 }
 
@@ -264,15 +269,7 @@ func watchRate(t *testing.T, rt *throttle.Transport, key string) func() rate.Lim
 // did not help, and the pace is back at the configured rate.
 func TestIsolatedCollisionsDoNotSinkThePace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var n atomic.Int64
-		base := rtFunc(func(r *http.Request) (*http.Response, error) {
-			time.Sleep(ms(10))
-			if n.Add(1)%200 == 0 {
-				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
-			}
-			return reply(r, http.StatusOK), nil
-		})
-		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 50, Burst: 5}))
+		rt := throttle.New(refusingEvery(200, "1"), throttle.WithPolicy(throttle.Policy{Rate: 50, Burst: 5}))
 		defer rt.Close()
 		lowest := watchRate(t, rt, "api.test")
 		job(t, rt, 3000) // a minute, 15 collisions
