@@ -64,10 +64,11 @@ func (q Quota) Exhausted() bool { return q.HasRemaining && q.Remaining == 0 }
 // saturate. Reset is non-negative seconds, whole or decimal, told apart by
 // magnitude: a value nearer now's Unix time than zero (at least half of it,
 // and at least 1e8 seconds: no API asks for a wait of three years) is a Unix
-// time in seconds, as GitHub sends; from 1e12 a Unix time in milliseconds;
-// below, a delay in seconds. Measuring against now, not a fixed date, keeps
-// the rule right under a fake clock (testing/synctest starts in 2000). An
-// HTTP-date is also accepted. A time in the past gives a Reset of 0. A negative
+// time in seconds, as GitHub sends; a value nearer now's Unix time in
+// milliseconds than zero (at least half of it, and from 1e12 always) is a
+// Unix time in milliseconds; below, a delay in seconds. Measuring against
+// now, not a fixed date, keeps the rule right under a fake clock
+// (testing/synctest starts in 2000). An HTTP-date is also accepted. A time in the past gives a Reset of 0. A negative
 // or malformed value leaves just that field absent.
 //
 // Where both families are present, the IETF fields give the values they carry
@@ -103,12 +104,20 @@ var (
 
 const (
 	minEpochSeconds = 100_000_000       // a reset below this is a delay (about 3 years)
-	epochMillis     = 1_000_000_000_000 // a reset from here on is a Unix time in milliseconds
+	minEpochMillis  = 100_000_000_000   // a reset from here on may be a Unix time in milliseconds
+	maxEpochMillis  = 1_000_000_000_000 // and from here on always is
 )
+
+// epochMillis is the least reset value that is a Unix time in milliseconds
+// at now: half of now's, within [1e11, 1e12] (a time in seconds that large
+// is thousands of years away).
+func epochMillis(now time.Time) int64 {
+	return min(max(now.UnixMilli()/2, minEpochMillis), maxEpochMillis)
+}
 
 // epochSeconds is the least reset value that is a Unix time in seconds at now.
 func epochSeconds(now time.Time) int64 {
-	return min(max(now.Unix()/2, minEpochSeconds), epochMillis-1)
+	return min(max(now.Unix()/2, minEpochSeconds), epochMillis(now)-1)
 }
 
 // headerFirstLine returns the first field line of key in h, trimmed.
@@ -141,7 +150,7 @@ func legacyReset(h http.Header, now time.Time) (time.Duration, bool) {
 		line := headerFirstLine(h, k)
 		if n, ok := parseDecimal(firstListElement(line)); ok {
 			switch {
-			case n.whole >= epochMillis:
+			case n.whole >= epochMillis(now):
 				return durationUntil(time.UnixMilli(n.whole), now), true
 			case n.whole >= epochSeconds(now):
 				return durationUntil(time.Unix(n.whole, n.milli*int64(time.Millisecond)), now), true

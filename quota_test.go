@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -266,4 +267,22 @@ func ExampleParseQuota() {
 	// Output:
 	// true 5000 0 42s true
 	// true daily 1000 24h0m0s 0 1h0m0s true
+}
+
+// Regression (issue 8, point 8): a reset in epoch milliseconds was read as
+// seconds when the clock was before 2001, as in a synctest bubble (which
+// starts in 2000), giving a 292-year wait. The rule follows now.
+func TestEpochMillisecondsFollowNow(t *testing.T) {
+	for _, now := range []time.Time{
+		time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), // a synctest bubble's clock
+		time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC),
+	} {
+		h := quotaHeader("X-RateLimit-Reset", strconv.FormatInt(now.Add(5*time.Second).UnixMilli(), 10))
+		q, ok := throttle.ParseQuota(h, now)
+		require.True(t, ok)
+		assert.Equal(t, 5*time.Second, q.Reset, "at %v", now)
+		h = quotaHeader("X-RateLimit-Reset", strconv.FormatInt(now.Add(5*time.Second).Unix(), 10))
+		q, _ = throttle.ParseQuota(h, now)
+		assert.Equal(t, 5*time.Second, q.Reset, "seconds at %v", now)
+	}
 }
