@@ -126,8 +126,9 @@ type Config struct {
 	HeadersOnSuccess bool
 
 	// KeyHeader is the request header that carries the API key; empty means
-	// "X-API-Key". When it is absent, "Authorization: Bearer <key>" is used. A request
-	// with neither gets 401.
+	// "X-API-Key". When it is absent, "Authorization: Bearer <key>" (or
+	// GitHub's "Authorization: token <key>") is used. A request with neither
+	// gets 401.
 	KeyHeader string
 
 	// ArrivalJitter delays every request by a random time, uniform in

@@ -80,13 +80,14 @@ func sfString(s string) string {
 }
 
 // apiKey reads the key from the header name, else from "Authorization: Bearer
-// <key>" (scheme matched case-insensitively); "" means none.
+// <key>" or GitHub's "Authorization: token <key>" (scheme matched
+// case-insensitively); "" means none.
 func apiKey(h http.Header, name string) string {
 	if key := strings.TrimSpace(h.Get(name)); key != "" {
 		return key
 	}
 	scheme, token, ok := strings.Cut(strings.TrimSpace(h.Get("Authorization")), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	if !ok || !strings.EqualFold(scheme, "Bearer") && !strings.EqualFold(scheme, "token") {
 		return ""
 	}
 	return strings.TrimSpace(token)

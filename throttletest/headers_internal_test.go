@@ -61,6 +61,8 @@ func TestAPIKey(t *testing.T) {
 		{"key-header", http.Header{"X-Api-Key": {"k1"}}, "k1"},
 		{"trimmed", http.Header{"X-Api-Key": {"  k1 "}}, "k1"},
 		{"bearer", http.Header{"Authorization": {"Bearer k2"}}, "k2"},
+		{"github-token", http.Header{"Authorization": {"token k3"}}, "k3"},
+		{"basic-is-not-a-key", http.Header{"Authorization": {"Basic dTpw"}}, ""},
 		{"bearer-any-case", http.Header{"Authorization": {"bearer  k2"}}, "k2"},
 		{"key-header-first", http.Header{"X-Api-Key": {"k1"}, "Authorization": {"Bearer k2"}}, "k1"},
 		{"blank-key-header-falls-back", http.Header{"X-Api-Key": {" "}, "Authorization": {"Bearer k2"}}, "k2"},
