@@ -348,23 +348,9 @@ func TestWindowEntryCountsFromItsAnswer(t *testing.T) {
 // here: the round trips seen were instant), then the next attempt goes.
 func TestProbeWithoutAnswerDoesNotHoldTheKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		hang := make(chan struct{})
-		defer close(hang)
-		s := newScript(0, func(r *http.Request, n int) *http.Response {
-			if r.URL.Path == "/a" && n == 1 {
-				return reply(r, http.StatusTooManyRequests, "Retry-After", "1")
-			}
-			return reply(r, http.StatusOK)
-		})
-		base := rtFunc(func(r *http.Request) (*http.Response, error) {
-			resp, err := s.RoundTrip(r)
-			if r.URL.Path == "/a" && resp.StatusCode == http.StatusOK {
-				select { // the probe's answer never comes
-				case <-hang:
-				case <-r.Context().Done():
-				}
-			}
-			return resp, err
+		// The probe (/a's retry, answered 200) never gets its answer.
+		s, base := throttledOnceThenHanging(t, func(r *http.Request, resp *http.Response) bool {
+			return r.URL.Path == "/a" && resp.StatusCode == http.StatusOK
 		})
 		rt := throttle.New(base)
 		defer rt.Close()
@@ -384,23 +370,8 @@ func TestProbeWithoutAnswerDoesNotHoldTheKey(t *testing.T) {
 // time too.
 func TestRampHeadWithoutAnswerDoesNotHoldTheKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		hang := make(chan struct{})
-		defer close(hang)
-		s := newScript(0, func(r *http.Request, n int) *http.Response {
-			if r.URL.Path == "/a" && n == 1 {
-				return reply(r, http.StatusTooManyRequests, "Retry-After", "1")
-			}
-			return reply(r, http.StatusOK)
-		})
-		base := rtFunc(func(r *http.Request) (*http.Response, error) {
-			resp, err := s.RoundTrip(r)
-			if r.URL.Path == "/stuck" {
-				select {
-				case <-hang:
-				case <-r.Context().Done():
-				}
-			}
-			return resp, err
+		s, base := throttledOnceThenHanging(t, func(r *http.Request, _ *http.Response) bool {
+			return r.URL.Path == "/stuck"
 		})
 		rt := throttle.New(base)
 		defer rt.Close()
@@ -474,6 +445,31 @@ func jitteredAPI(seed uint64, jitter time.Duration) (*throttletest.API, http.Rou
 		time.Sleep(d)
 		resp, err := api.RoundTrip(r)
 		time.Sleep(time.Millisecond)
+		return resp, err
+	})
+}
+
+// throttledOnceThenHanging is a base whose first /a gets a 429 with
+// Retry-After: 1, and whose answers for which hang reports true never come
+// back (until the request's context ends or the test does).
+func throttledOnceThenHanging(t *testing.T, hang func(*http.Request, *http.Response) bool) (*script, http.RoundTripper) {
+	t.Helper()
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	s := newScript(0, func(r *http.Request, n int) *http.Response {
+		if r.URL.Path == "/a" && n == 1 {
+			return reply(r, http.StatusTooManyRequests, "Retry-After", "1")
+		}
+		return reply(r, http.StatusOK)
+	})
+	return s, rtFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := s.RoundTrip(r)
+		if hang(r, resp) {
+			select {
+			case <-done:
+			case <-r.Context().Done():
+			}
+		}
 		return resp, err
 	})
 }
