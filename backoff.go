@@ -49,11 +49,14 @@ type Retry struct {
 	MaxRetryAfter time.Duration
 
 	// Budget caps the retries of 5xx answers and network errors at each key
-	// to this share of its first attempts over a sliding minute, plus
-	// BudgetFloor a minute, so a backend that is down does not draw a retry
-	// storm. 429s do not count: they already wait for the pause and the pacer.
-	// 0: 0.2 (and a floor of 10). Negative: no budget.
-	Budget      float64
+	// to this share (at most 1) of its first attempts over a sliding minute,
+	// plus BudgetFloor a minute, so a backend that is down does not draw a
+	// retry storm. 429s do not count: they already wait for the pause and
+	// the pacer. 0: 0.2. Negative: no budget.
+	Budget float64
+
+	// BudgetFloor is the retries a minute the budget allows a key whatever
+	// its share. 0: 10. Negative: none (the share alone).
 	BudgetFloor int
 }
 
@@ -73,8 +76,11 @@ func (r Retry) withDefaults() Retry {
 	if r.Budget == 0 {
 		r.Budget = 0.2
 	}
-	if r.BudgetFloor <= 0 {
+	switch {
+	case r.BudgetFloor == 0:
 		r.BudgetFloor = 10
+	case r.BudgetFloor < 0:
+		r.BudgetFloor = 0
 	}
 	return r
 }

@@ -35,7 +35,7 @@ func ExampleWithKey() {
 func ExamplePolicy_Validate() {
 	p := throttle.Policy{Rate: 10} // a token bucket needs a Burst
 	fmt.Println(p.Validate())
-	// Output: throttle: invalid Policy: invalid Burst 0 with Rate 10: a token bucket needs Burst >= 1
+	// Output: throttle: invalid configuration: Policy: Burst 0 with Rate 10: a token bucket needs Burst >= 1
 }
 
 func ExampleWithEvents() {

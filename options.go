@@ -21,14 +21,23 @@ type config struct {
 	key      func(*http.Request) string
 	retry    Retry
 	events   func(Event)
+
+	given    map[string]bool // options applied, to find one given twice
+	problems []string        // what is wrong, for New to panic with
 }
 
 // WithPolicy sets the pacing of every key whose host has no WithHostPolicy.
 // Without it, such requests are unpaced (they still get the pause on 429 and
 // the retries). New panics if p does not [Policy.Validate].
 func WithPolicy(p Policy) Option {
-	mustValidate("WithPolicy", p)
-	return optionFunc(func(c *config) { c.def = compile(p) })
+	return optionFunc(func(c *config) {
+		c.once("WithPolicy")
+		if bad := p.problems("WithPolicy"); len(bad) > 0 {
+			c.problems = append(c.problems, bad...)
+			return
+		}
+		c.def = compile(p)
+	})
 }
 
 // WithHostPolicy sets the pacing of requests to one host. The pattern is a
@@ -37,14 +46,21 @@ func WithPolicy(p Policy) Option {
 // ("localhost:8080"); or "*.example.com", which matches every subdomain of
 // example.com but not example.com itself. An exact pattern wins over a
 // wildcard, and a longer wildcard over a shorter one. New panics on an empty
-// or malformed pattern, or on a Policy that does not validate.
+// or malformed pattern, on a pattern given twice (case-insensitively), or on
+// a Policy that does not validate.
 func WithHostPolicy(pattern string, p Policy) Option {
-	if err := validPattern(pattern); err != nil {
-		panic(err)
-	}
-	mustValidate(fmt.Sprintf("WithHostPolicy(%q)", pattern), p)
-	pattern = strings.ToLower(pattern)
 	return optionFunc(func(c *config) {
+		if bad := validPattern(pattern); bad != "" {
+			c.problems = append(c.problems, bad)
+			return
+		}
+		where := fmt.Sprintf("WithHostPolicy(%q)", pattern)
+		pattern := strings.ToLower(pattern)
+		c.once(fmt.Sprintf("WithHostPolicy(%q)", pattern))
+		if bad := p.problems(where); len(bad) > 0 {
+			c.problems = append(c.problems, bad...)
+			return
+		}
 		if dom, ok := strings.CutPrefix(pattern, "*."); ok {
 			c.wildcard[dom] = compile(p)
 		} else {
@@ -60,13 +76,19 @@ func WithHostPolicy(pattern string, p Policy) Option {
 // lower-cased, with the port kept only when it is not the scheme's default
 // ("api.example.com", "localhost:8080").
 func WithKey(key func(*http.Request) string) Option {
-	return optionFunc(func(c *config) { c.key = key })
+	return optionFunc(func(c *config) {
+		c.once("WithKey")
+		c.key = key
+	})
 }
 
 // WithRetry sets how requests are retried; see [Retry] for the defaults, which
-// apply without this option.
+// apply without this option. New panics if r does not [Retry.Validate].
 func WithRetry(r Retry) Option {
-	return optionFunc(func(c *config) { c.retry = r })
+	return optionFunc(func(c *config) {
+		c.once("WithRetry")
+		c.retry = r
+	})
 }
 
 // WithEvents calls fn for every event that matters: a throttled answer, a
@@ -76,13 +98,10 @@ func WithRetry(r Retry) Option {
 //
 //	throttle.WithEvents(func(e throttle.Event) { slog.Info("throttle", "event", e) })
 func WithEvents(fn func(Event)) Option {
-	return optionFunc(func(c *config) { c.events = fn })
-}
-
-func mustValidate(where string, p Policy) {
-	if err := p.Validate(); err != nil {
-		panic(fmt.Sprintf("%s: %v", where, err))
-	}
+	return optionFunc(func(c *config) {
+		c.once("WithEvents")
+		c.events = fn
+	})
 }
 
 // policyFor returns the policy of a request to host (lower-cased

@@ -15,6 +15,9 @@ type policy struct {
 
 func compile(p Policy) *policy {
 	p.Windows = append([]Window(nil), p.Windows...)
+	if p.Rate > rate.Inf { // +Inf: unpaced, as rate.Inf
+		p.Rate = rate.Inf
+	}
 	cp := &policy{Policy: p, limit: "rate"}
 	if p.Queue > 0 {
 		cp.limit = "queue"

@@ -1,10 +1,7 @@
 package throttle
 
 import (
-	"errors"
 	"fmt"
-	"math"
-	"strings"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -18,8 +15,8 @@ import (
 // handling of the server's signals (a pause for the whole key on a 429 or
 // in an outage, retries).
 type Policy struct {
-	// Rate is the sustained number of requests per second. 0 or rate.Inf:
-	// unpaced (Queue must then be 0).
+	// Rate is the sustained number of requests per second, at most 1e9.
+	// 0, rate.Inf or +Inf: unpaced (Burst and Queue must then be 0).
 	//
 	// Rate is a ceiling the pace never passes; below it the pace follows the
 	// server. A quota signal (429, or a 403 with Retry-After or with the
@@ -42,7 +39,8 @@ type Policy struct {
 	Rate rate.Limit
 
 	// Burst is the depth of the server's token bucket. Required (> 0) with a
-	// finite Rate, unless Queue is set; ignored with Queue.
+	// finite Rate, unless Queue is set; ignored with Queue; must be 0
+	// without a finite Rate.
 	//
 	// Tokens are held in reserve against latency jitter: requests reach the
 	// server with varying latency (the first of a run pays for dialing its
@@ -96,55 +94,4 @@ const maxPer = 10 * 365 * 24 * time.Hour
 func (w Window) String() string { return fmt.Sprintf("window %d/%v", w.N, w.Per) }
 
 // paced reports whether p has a finite, positive Rate.
-func (p Policy) paced() bool { return p.Rate > 0 && p.Rate != rate.Inf }
-
-// Validate reports what is wrong with p, or nil. [New] panics on a Policy
-// that does not validate, as net/http panics on a malformed pattern: a
-// mistaken configuration must never become a limiter that silently admits
-// everything or nothing. Call Validate first for a Policy read from a
-// configuration file.
-func (p Policy) Validate() error {
-	var errs []error
-	r := float64(p.Rate)
-	switch {
-	case math.IsNaN(r) || r < 0:
-		errs = append(errs, fmt.Errorf("invalid Rate %v: must be >= 0 (0 or rate.Inf: unpaced)", p.Rate))
-	case p.paced() && p.Queue == 0 && p.Burst <= 0:
-		errs = append(errs, fmt.Errorf("invalid Burst %d with Rate %v: a token bucket needs Burst >= 1", p.Burst, p.Rate))
-	case !p.paced() && p.Queue > 0:
-		errs = append(errs, fmt.Errorf("invalid Queue %d without a finite Rate: a leaky bucket needs a Rate to release at", p.Queue))
-	}
-	if p.Burst < 0 {
-		errs = append(errs, fmt.Errorf("invalid Burst %d: must be >= 0", p.Burst))
-	}
-	if p.Queue < 0 {
-		errs = append(errs, fmt.Errorf("invalid Queue %d: must be >= 0", p.Queue))
-	}
-	if p.MaxInFlight < 0 {
-		errs = append(errs, fmt.Errorf("invalid MaxInFlight %d: must be >= 0", p.MaxInFlight))
-	}
-	for i, w := range p.Windows {
-		if w.N <= 0 || w.Per <= 0 || w.Per > maxPer {
-			errs = append(errs, fmt.Errorf("invalid Windows[%d] {N: %d, Per: %v}: N must be > 0, Per in (0, %v]", i, w.N, w.Per, maxPer))
-		}
-	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return fmt.Errorf("throttle: invalid Policy: %w", errors.Join(errs...))
-}
-
-// validPattern reports what is wrong with a WithHostPolicy pattern: a
-// hostname ("api.example.com", optionally with ":port") or "*.example.com".
-func validPattern(pattern string) error {
-	rest, wild := strings.CutPrefix(pattern, "*.")
-	switch {
-	case pattern == "":
-		return errors.New("throttle: WithHostPolicy: empty host pattern")
-	case strings.ContainsAny(rest, "*/ \t") || rest == "" || strings.HasPrefix(rest, ".") || strings.HasSuffix(rest, "."):
-		return fmt.Errorf("throttle: WithHostPolicy(%q): want a hostname or *.domain", pattern)
-	case wild && strings.Contains(rest, ":"):
-		return fmt.Errorf("throttle: WithHostPolicy(%q): a wildcard pattern takes no port", pattern)
-	}
-	return nil
-}
+func (p Policy) paced() bool { return p.Rate > 0 && p.Rate < rate.Inf }

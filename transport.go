@@ -40,9 +40,11 @@ var _ http.RoundTripper = (*Transport)(nil)
 // Without options, every request is unpaced, 429s and 503s pause their key,
 // and retries follow the defaults of [Retry].
 //
-// New panics on a configuration error (a Policy that does not validate, a
-// malformed host pattern), as net/http does for programmer errors: see
-// [Policy.Validate].
+// New panics on a configuration error, as net/http does for programmer
+// errors: a Policy or Retry that does not validate, a malformed host
+// pattern, an option given twice (the same host pattern twice, or WithPolicy,
+// WithKey, WithRetry or WithEvents twice) or a nil Option. It panics with
+// one error, matching [ErrInvalidConfig], that lists every problem.
 //
 // A key's state is dropped once it is idle and holds nothing that matters
 // (bucket full, queue empty, windows expired, not paused), so memory stays
@@ -53,13 +55,14 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	}
 	t := &Transport{
 		base:  base,
-		cfg:   config{exact: map[string]*policy{}, wildcard: map[string]*policy{}},
+		cfg:   config{exact: map[string]*policy{}, wildcard: map[string]*policy{}, given: map[string]bool{}},
 		epoch: time.Now(),
 		done:  make(chan struct{}),
 	}
-	for _, o := range opts {
-		o.apply(&t.cfg)
+	if err := t.cfg.apply(opts); err != nil {
+		panic(err)
 	}
+	t.cfg.given, t.cfg.problems = nil, nil
 	t.cfg.retry = t.cfg.retry.withDefaults()
 	t.unpac = compile(Policy{})
 	if t.cfg.def == nil {

@@ -3,7 +3,6 @@ package throttle_test
 import (
 	"context"
 	"errors"
-	"math"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/time/rate"
 
 	"github.com/throttlehttp/throttle"
 )
@@ -225,38 +223,6 @@ func TestCloseIdleConnectionsPassedOn(t *testing.T) {
 	client.CloseIdleConnections()
 	assert.Equal(t, 1, base.closed)
 	throttle.New(rtFunc(nil)).CloseIdleConnections() // a base without it: no panic
-}
-
-func TestBadConfiguration(t *testing.T) {
-	tests := []struct {
-		name string
-		p    throttle.Policy
-		msg  string
-	}{
-		{"negative-rate", throttle.Policy{Rate: -1, Burst: 1}, "Rate -1"},
-		{"burst-0-finite-rate", throttle.Policy{Rate: 5}, "Burst 0 with Rate 5"},
-		{"queue-without-rate", throttle.Policy{Queue: 3}, "Queue 3 without a finite Rate"},
-		{"queue-with-inf-rate", throttle.Policy{Rate: rate.Inf, Queue: 3}, "Queue 3 without a finite Rate"},
-		{"window-n-0", throttle.Policy{Windows: []throttle.Window{{N: 0, Per: time.Second}}}, "Windows[0]"},
-		{"window-per-0", throttle.Policy{Windows: []throttle.Window{{N: 1}}}, "Windows[0]"},
-		{"window-per-huge", throttle.Policy{Windows: []throttle.Window{{N: 1, Per: math.MaxInt64}}}, "Per in (0, "},
-		{"negative-inflight", throttle.Policy{MaxInFlight: -1}, "MaxInFlight -1"},
-		{"negative-burst", throttle.Policy{Burst: -2}, "Burst -2"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.p.Validate()
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tt.msg)
-			assert.PanicsWithValue(t, "WithPolicy: "+err.Error(), func() { throttle.WithPolicy(tt.p) })
-		})
-	}
-	for _, ok := range []throttle.Policy{{}, {Rate: rate.Inf}, {Rate: 1, Burst: 1}, {Rate: 1, Queue: 1}, {MaxInFlight: 1}} {
-		assert.NoError(t, ok.Validate(), "%+v", ok)
-	}
-	for _, pattern := range []string{"", "*.", "*", "a.*.b", "*.example.com:80", "exa mple.com", ".example.com"} {
-		assert.Panics(t, func() { throttle.WithHostPolicy(pattern, throttle.Policy{}) }, "pattern %q", pattern)
-	}
 }
 
 func TestMemoryStaysBounded(t *testing.T) {
