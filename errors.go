@@ -27,6 +27,10 @@ var (
 	// Retry-After honoured ([Retry].MaxRetryAfter), so the request failed at
 	// once instead of waiting.
 	ErrPaused = errors.New("throttle: key paused for longer than the longest Retry-After honoured")
+
+	// ErrMaxElapsed: a retry's turn would come after [Retry].MaxElapsed had
+	// passed since the request arrived, so it failed at once.
+	ErrMaxElapsed = errors.New("throttle: retry would pass MaxElapsed")
 )
 
 type deadlineError struct{}
@@ -41,22 +45,77 @@ func (deadlineError) Is(target error) bool { return target == context.DeadlineEx
 // Timeout reports true, as net.Error timeouts do.
 func (deadlineError) Timeout() bool { return true }
 
+// Limit names what held a request back. Errors ([WaitError]) and events
+// carry it.
+type Limit uint8
+
+const (
+	// LimitNone: no limit held it. The request failed before it waited
+	// (the Transport was closed, its context had ended) or its context
+	// ended just as its turn came.
+	LimitNone Limit = iota
+	// LimitLine: earlier requests of the key were waiting (its line is
+	// first come, first served; a retry keeps its request's place).
+	LimitLine
+	// LimitRate: the token bucket of Policy.Rate and Burst, or the pace
+	// the server taught the key.
+	LimitRate
+	// LimitQueue: the leaky bucket of Policy.Queue (full, or not yet
+	// releasing this request).
+	LimitQueue
+	// LimitWindow: one of Policy.Windows; WaitError.Window says which.
+	LimitWindow
+	// LimitPause: the key's pause, begun by a server's answer.
+	LimitPause
+	// LimitProbe: after a pause, the first request's answer, awaited
+	// before the others go (for a bounded time).
+	LimitProbe
+	// LimitRamp: after the probe, the ramp back up, which lets few
+	// requests await their answers at once (for a bounded time).
+	LimitRamp
+	// LimitInFlight: Policy.MaxInFlight: requests on the wire, and
+	// response bodies not yet closed.
+	LimitInFlight
+	// LimitBackoff: a retry's own delay (jittered backoff, or the server's
+	// Retry-After).
+	LimitBackoff
+)
+
+var limitNames = [...]string{
+	LimitNone: "none", LimitLine: "line", LimitRate: "rate", LimitQueue: "queue", LimitWindow: "window",
+	LimitPause: "pause", LimitProbe: "probe", LimitRamp: "ramp", LimitInFlight: "in-flight", LimitBackoff: "backoff",
+}
+
+func (l Limit) String() string {
+	if int(l) < len(limitNames) {
+		return limitNames[l]
+	}
+	return fmt.Sprintf("Limit(%d)", uint8(l))
+}
+
 // WaitError is the error of a request that did not get its turn: which key,
-// which limit held it back, and until when if that is known. Limit is the
-// pacer ("rate", or "queue" for a leaky bucket), a window ("window
-// 5000/1h0m0s"), "pause", "probe" or "ramp" (after a pause, the backlog
-// waits for the probe's answer, then ramps up; each for a bounded time),
-// "in-flight", "line" (behind others), "turn" (its context had ended when
-// its turn came) or "closed".
+// which attempt, which limit held it back, and until when if that is known.
 type WaitError struct {
-	Key   string    // the partition key
-	Limit string    // see above
-	Until time.Time // when the limit would have admitted it; zero if unknown
-	Err   error     // ErrQueueFull, ErrClosed, ErrWouldExceedDeadline, ErrPaused or the context's error
+	Key     string    // the partition key (see WithKey for keys that hold credentials)
+	Attempt int       // the attempt that waited: 1 for the first
+	Limit   Limit     // what held it
+	Window  Window    // with LimitWindow: which window; else zero
+	Until   time.Time // when the limit would have admitted it; zero if unknown
+	Err     error     // ErrQueueFull, ErrClosed, ErrWouldExceedDeadline, ErrPaused, ErrMaxElapsed or the context's error
 }
 
 func (e *WaitError) Error() string {
-	msg := fmt.Sprintf("throttle: key %q: %s", e.Key, e.Limit)
+	msg := fmt.Sprintf("throttle: key %q", e.Key)
+	if e.Attempt > 1 {
+		msg += fmt.Sprintf(": attempt %d", e.Attempt)
+	}
+	switch e.Limit {
+	case LimitNone:
+	case LimitWindow:
+		msg += ": " + e.Window.String()
+	default:
+		msg += ": " + e.Limit.String()
+	}
 	if !e.Until.IsZero() {
 		msg += " until " + e.Until.UTC().Format(time.RFC3339Nano)
 	}

@@ -63,23 +63,23 @@ var never = time.Unix(1<<62, 0)
 // A probe, or a ramp that is full, holds the rest only until its answer is
 // overdue (latency.probeWait): then one more may go, so an answer that never
 // comes cannot hold the key.
-func (ks *keyState) readyAt(now time.Time, mono time.Duration) (time.Time, string) {
-	at, limit := now, ""
+func (ks *keyState) readyAt(now time.Time, mono time.Duration) (time.Time, holder) {
+	at, h := now, holder{}
 	if ks.probe == probeOut {
 		if end := ks.probeAt.Add(ks.lat.probeWait()); end.After(at) {
-			at, limit = end, "probe"
+			at, h = end, holder{limit: LimitProbe}
 		}
 	}
 	if ks.ramp > 0 && ks.sending >= ks.ramp {
 		if end := ks.rampAt.Add(ks.lat.probeWait()); end.After(at) {
-			at, limit = end, "ramp"
+			at, h = end, holder{limit: LimitRamp}
 		}
 	}
 	if ks.pol.MaxInFlight > 0 && ks.slots >= ks.pol.MaxInFlight {
-		return never, "in-flight"
+		return never, holder{limit: LimitInFlight}
 	}
 	if ks.pauseUntil.After(at) {
-		at, limit = ks.pauseUntil, "pause"
+		at, h = ks.pauseUntil, holder{limit: LimitPause}
 	}
 	for i := range ks.wins {
 		// A window's time is absolute: taken at now, then compared, so that
@@ -87,39 +87,45 @@ func (ks *keyState) readyAt(now time.Time, mono time.Duration) (time.Time, strin
 		w := &ks.wins[i]
 		next := w.nextAt(mono, 0, false)
 		if next == holdsForAnswer {
-			return never, w.String()
+			return never, holder{LimitWindow, w.Window}
 		}
 		if wt := now.Add(next - mono); wt.After(at) {
-			at, limit = wt, w.String()
+			at, h = wt, holder{LimitWindow, w.Window}
 		}
 	}
 	if ks.lim != nil {
 		if d := tokenDelay(ks.lim, at, 1); d > 0 {
-			at, limit = at.Add(d), ks.pol.limit
+			at, h = at.Add(d), holder{limit: ks.pol.limit}
 		}
 	}
-	return at, limit
+	return at, h
+}
+
+// holder is what holds a wait: a limit and, for a window, which.
+type holder struct {
+	limit Limit
+	win   Window
 }
 
 // lowerBound is the earliest time at which an attempt with ahead others
 // before it could go: exact for the head, a lower bound behind it.
-func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead int) (time.Time, string) {
-	at, limit := now, ""
+func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead int) (time.Time, holder) {
+	at, h := now, holder{}
 	if ks.pauseUntil.After(at) {
-		at, limit = ks.pauseUntil, "pause"
+		at, h = ks.pauseUntil, holder{limit: LimitPause}
 	}
 	for i := range ks.wins {
 		w := &ks.wins[i]
 		if next := w.nextAt(mono, ahead, true); now.Add(next - mono).After(at) {
-			at, limit = now.Add(next-mono), w.String()
+			at, h = now.Add(next-mono), holder{LimitWindow, w.Window}
 		}
 	}
 	if ks.lim != nil {
 		if d := tokenDelay(ks.lim, now, ahead+1); now.Add(d).After(at) {
-			at, limit = now.Add(d), ks.pol.limit
+			at, h = now.Add(d), holder{limit: ks.pol.limit}
 		}
 	}
-	return at, limit
+	return at, h
 }
 
 // take admits the head at now: a token, an entry in every window, an

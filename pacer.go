@@ -10,7 +10,7 @@ import (
 // policy is a validated Policy, ready to make key states from.
 type policy struct {
 	Policy
-	limit string // the name of the pacer in errors: "rate" or "queue"
+	limit Limit // the pacer: LimitRate, or LimitQueue for a leaky bucket
 }
 
 func compile(p Policy) *policy {
@@ -18,9 +18,9 @@ func compile(p Policy) *policy {
 	if p.Rate > rate.Inf { // +Inf: unpaced, as rate.Inf
 		p.Rate = rate.Inf
 	}
-	cp := &policy{Policy: p, limit: "rate"}
+	cp := &policy{Policy: p, limit: LimitRate}
 	if p.Queue > 0 {
-		cp.limit = "queue"
+		cp.limit = LimitQueue
 	}
 	return cp
 }

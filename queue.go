@@ -93,10 +93,13 @@ type ticket struct {
 // admit waits for an attempt's turn at the key: the pause, the pacer, every
 // window and an in-flight slot must all admit it at once. It is the one
 // place where requests wait for their turn. An error is a *WaitError.
-func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry bool) (tk ticket, err error) {
-	start := time.Now()
+func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt int) (tk ticket, err error) {
+	start, retry := time.Now(), attempt > 1
+	fail := func(h holder, until time.Time, err error) error {
+		return &WaitError{Key: ks.key, Attempt: attempt, Limit: h.limit, Window: h.win, Until: until, Err: err}
+	}
 	if err := ctx.Err(); err != nil {
-		return tk, &WaitError{Key: ks.key, Limit: "turn", Err: err}
+		return tk, fail(holder{}, time.Time{}, err)
 	}
 	deadline, hasDeadline := ctx.Deadline()
 
@@ -111,17 +114,17 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry b
 	}
 	if t.closed.Load() {
 		ks.mu.Unlock()
-		return tk, &WaitError{Key: ks.key, Limit: "closed", Err: ErrClosed}
+		return tk, fail(holder{}, time.Time{}, ErrClosed)
 	}
 	if ks.pol.Queue > 0 && !retry && ks.waiting >= ks.pol.Queue {
 		ks.stats.RefusedQueueFull++
 		ks.mu.Unlock()
-		return tk, &WaitError{Key: ks.key, Limit: "queue", Err: ErrQueueFull}
+		return tk, fail(holder{limit: LimitQueue}, time.Time{}, ErrQueueFull)
 	}
 	w := &waiter{seq: seq, wake: make(chan struct{}, 1)}
 	ahead := ks.insert(w)
 	// Refuse at once a wait that is known to end too late.
-	if werr := t.refuse(ks, now, ahead, deadline, hasDeadline); werr != nil {
+	if werr := t.refuse(ks, now, ahead, deadline, hasDeadline, fail); werr != nil {
 		ks.remove(w)
 		ks.mu.Unlock()
 		return tk, werr
@@ -132,13 +135,13 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry b
 			timer.Stop()
 		}
 	}()
-	waitingFor := "line" // the limit it waits for: behind others, in the line
+	waitingFor := holder{limit: LimitLine} // what it waits for: behind others, in the line
 	for {
 		var sleep time.Duration = -1 // until woken
 		if ks.head == w {
 			mono := t.since(now)
-			at, limit := ks.readyAt(now, mono)
-			waitingFor = limit
+			at, h := ks.readyAt(now, mono)
+			waitingFor = h
 			switch {
 			case !at.After(now) && ctx.Err() == nil:
 				ks.remove(w)
@@ -149,9 +152,9 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry b
 			case !at.After(now): // its turn, but its context ended: take nothing
 				ks.remove(w)
 				ks.mu.Unlock()
-				return tk, &WaitError{Key: ks.key, Limit: "turn", Err: ctx.Err()}
+				return tk, fail(holder{}, time.Time{}, ctx.Err())
 			}
-			if werr := t.refuse(ks, now, 0, deadline, hasDeadline); werr != nil {
+			if werr := t.refuse(ks, now, 0, deadline, hasDeadline, fail); werr != nil {
 				ks.remove(w)
 				ks.mu.Unlock()
 				return tk, werr
@@ -167,10 +170,7 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry b
 		if err != nil {
 			ks.remove(w)
 			ks.mu.Unlock()
-			if err == ErrClosed {
-				waitingFor = "closed"
-			}
-			return tk, &WaitError{Key: ks.key, Limit: waitingFor, Err: err}
+			return tk, fail(waitingFor, time.Time{}, err)
 		}
 	}
 }
@@ -180,28 +180,20 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry b
 // the longest Retry-After honoured; nil if it may wait. What it knows is a
 // lower bound: waits whose end depends on an answer (a probe, a ramp, an
 // in-flight slot, a window entry still on the wire) count as ending now.
-func (t *Transport) refuse(ks *keyState, now time.Time, ahead int, deadline time.Time, hasDeadline bool) error {
+func (t *Transport) refuse(ks *keyState, now time.Time, ahead int, deadline time.Time, hasDeadline bool,
+	fail func(holder, time.Time, error) error) error {
 	if ks.pauseUntil.Sub(now) > t.cfg.retry.MaxRetryAfter {
-		return t.waitError(ks, "pause", ks.pauseUntil, false)
+		ks.stats.RefusedPaused++
+		return fail(holder{limit: LimitPause}, ks.pauseUntil, ErrPaused)
 	}
 	if !hasDeadline {
 		return nil
 	}
-	if at, limit := ks.lowerBound(now, t.since(now), ahead); at.After(deadline) {
-		return t.waitError(ks, limit, at, true)
+	if at, h := ks.lowerBound(now, t.since(now), ahead); at.After(deadline) {
+		ks.stats.RefusedDeadline++
+		return fail(h, at, ErrWouldExceedDeadline)
 	}
 	return nil
-}
-
-// waitError counts and returns a refusal by limit, which would have ended at
-// until; late says it was refused for the deadline.
-func (t *Transport) waitError(ks *keyState, limit string, until time.Time, late bool) error {
-	if late {
-		ks.stats.RefusedDeadline++
-		return &WaitError{Key: ks.key, Limit: limit, Until: until, Err: ErrWouldExceedDeadline}
-	}
-	ks.stats.RefusedPaused++
-	return &WaitError{Key: ks.key, Limit: limit, Until: until, Err: ErrPaused}
 }
 
 // sleep waits for d (d < 0: indefinitely) or until woken, honouring ctx and

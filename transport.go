@@ -154,14 +154,11 @@ func (r *request) do() (*http.Response, error) {
 	}()
 	send := r.req
 	for attempt := 1; ; attempt++ {
-		tk, err := r.t.admit(r.ctx, r.ks, r.seq, attempt > 1)
+		tk, err := r.t.admit(r.ctx, r.ks, r.seq, attempt)
 		r.waited += tk.waited
 		if err != nil {
 			closeBody(send)
 			r.count(err)
-			if attempt > 1 {
-				err = fmt.Errorf("throttle: key %q: waiting for attempt %d: %w", r.ks.key, attempt, err)
-			}
 			return nil, err
 		}
 		resp, err := r.t.send(r.ks, tk, send)
@@ -190,7 +187,7 @@ func (r *request) do() (*http.Response, error) {
 		if werr := r.backOff(o); werr != nil {
 			closeBody(send)
 			r.count(werr)
-			return nil, &WaitError{Key: r.ks.key, Limit: fmt.Sprintf("retry %d", attempt), Err: werr}
+			return nil, &WaitError{Key: r.ks.key, Attempt: attempt + 1, Limit: LimitBackoff, Until: o.now.Add(o.delay), Err: werr}
 		}
 	}
 }

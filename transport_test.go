@@ -127,7 +127,7 @@ func TestDeadlineFailsAtOnceAndKeepsNothing(t *testing.T) {
 		var we *throttle.WaitError
 		require.ErrorAs(t, err, &we)
 		assert.Equal(t, "d.test", we.Key)
-		assert.Equal(t, "rate", we.Limit)
+		assert.Equal(t, throttle.LimitRate, we.Limit)
 		assert.Equal(t, start.Add(time.Second), we.Until)
 
 		// It kept no token: the next request still goes at 1s.
@@ -258,7 +258,46 @@ func TestMemoryStaysBounded(t *testing.T) {
 }
 
 func TestErrorsSayKeyAndLimit(t *testing.T) {
-	we := &throttle.WaitError{Key: "k", Limit: "window 5/1s", Until: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Err: throttle.ErrWouldExceedDeadline}
-	assert.Equal(t, `throttle: key "k": window 5/1s until 2026-01-02T03:04:05Z: wait would exceed the context deadline`, we.Error())
-	assert.True(t, errors.Is(we, context.DeadlineExceeded))
+	until := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		we   throttle.WaitError
+		want string
+	}{
+		{throttle.WaitError{Key: "k", Attempt: 1, Limit: throttle.LimitWindow, Window: throttle.Window{N: 5, Per: time.Second}, Until: until, Err: throttle.ErrWouldExceedDeadline},
+			`throttle: key "k": window 5/1s until 2026-01-02T03:04:05Z: wait would exceed the context deadline`},
+		{throttle.WaitError{Key: "k", Attempt: 2, Limit: throttle.LimitPause, Err: context.Canceled},
+			`throttle: key "k": attempt 2: pause: context canceled`},
+		{throttle.WaitError{Key: "k", Attempt: 1, Err: throttle.ErrClosed},
+			`throttle: key "k": transport closed`},
+		{throttle.WaitError{Key: "k", Attempt: 3, Limit: throttle.LimitInFlight, Err: context.DeadlineExceeded},
+			`throttle: key "k": attempt 3: in-flight: context deadline exceeded`},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, tt.we.Error())
+	}
+	assert.True(t, errors.Is(&tests[0].we, context.DeadlineExceeded))
+	for l := throttle.LimitNone; l <= throttle.LimitBackoff; l++ {
+		assert.NotContains(t, l.String(), "Limit(", "every Limit has a name")
+	}
+}
+
+// An error says each thing once: the key, the attempt, the limit, the cause
+// (issue 8, point 9: "throttle: key "h": waiting for attempt 2: throttle:
+// key "h": pause: context canceled").
+func TestRetryWaitErrorSaysEachThingOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			return reply(r, http.StatusTooManyRequests, "Retry-After", "10"), nil
+		}))
+		defer rt.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(5*time.Second, cancel)
+		err := doCtx(t, ctx, rt, "http://h.test/")
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, `throttle: key "h.test": attempt 2: pause: context canceled`, err.Error())
+		var we *throttle.WaitError
+		require.ErrorAs(t, err, &we)
+		assert.Equal(t, throttle.LimitPause, we.Limit)
+		assert.Equal(t, 2, we.Attempt)
+	})
 }
