@@ -34,8 +34,12 @@ type Retry struct {
 	// 0: 8. 1: no retries.
 	MaxAttempts int
 
-	// MaxElapsed bounds the time from a request's arrival to the start of its
-	// last attempt's wait. 0: 10 minutes.
+	// MaxElapsed bounds the time from a request's arrival to its last
+	// attempt's turn: a retry whose turn is known to come later is not made
+	// (the caller gets the last answer), and a retry still waiting for its
+	// turn when MaxElapsed has passed fails then, with ErrMaxElapsed. It
+	// does not bound the first attempt's wait (the context does) nor the
+	// time the last attempt takes on the wire. 0: 10 minutes.
 	MaxElapsed time.Duration
 
 	// InitialDelay is the backoff before the first retry, before jitter; it

@@ -93,7 +93,11 @@ type ticket struct {
 // admit waits for an attempt's turn at the key: the pause, the pacer, every
 // window and an in-flight slot must all admit it at once. It is the one
 // place where requests wait for their turn. An error is a *WaitError.
-func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt int) (tk ticket, err error) {
+//
+// A retry must also be admitted by last, the end of Retry.MaxElapsed (zero:
+// no such bound): one whose turn is known to come later fails at once, one
+// still waiting then fails then, with ErrMaxElapsed.
+func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt int, last time.Time) (tk ticket, err error) {
 	start, retry := time.Now(), attempt > 1
 	fail := func(h holder, until time.Time, err error) error {
 		return &WaitError{Key: ks.key, Attempt: attempt, Limit: h.limit, Window: h.win, Until: until, Err: err}
@@ -124,7 +128,7 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt
 	w := &waiter{seq: seq, wake: make(chan struct{}, 1)}
 	ahead := ks.insert(w)
 	// Refuse at once a wait that is known to end too late.
-	if werr := t.refuse(ks, now, ahead, deadline, hasDeadline, fail); werr != nil {
+	if werr := t.refuse(ks, now, ahead, deadline, hasDeadline, last, fail); werr != nil {
 		ks.remove(w)
 		ks.mu.Unlock()
 		return tk, werr
@@ -154,7 +158,12 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt
 				ks.mu.Unlock()
 				return tk, fail(holder{}, time.Time{}, ctx.Err())
 			}
-			if werr := t.refuse(ks, now, 0, deadline, hasDeadline, fail); werr != nil {
+			werr := t.refuse(ks, now, 0, deadline, hasDeadline, last, fail)
+			if werr == nil && !last.IsZero() && !now.Before(last) { // an end not known in advance
+				ks.stats.RefusedDeadline++
+				werr = fail(h, time.Time{}, ErrMaxElapsed)
+			}
+			if werr != nil {
 				ks.remove(w)
 				ks.mu.Unlock()
 				return tk, werr
@@ -163,10 +172,17 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt
 				sleep = at.Sub(now)
 			}
 		}
+		if !last.IsZero() && (sleep < 0 || now.Add(sleep).After(last)) {
+			sleep = max(0, last.Sub(now)) // wake at last, to fail then
+		}
 		ks.mu.Unlock()
 		err := t.sleep(ctx, w.wake, sleep, &timer)
 		ks.mu.Lock()
 		now = time.Now()
+		if err == nil && ks.head != w && !last.IsZero() && !now.Before(last) {
+			ks.stats.RefusedDeadline++
+			err = ErrMaxElapsed
+		}
 		if err != nil {
 			ks.remove(w)
 			ks.mu.Unlock()
@@ -181,17 +197,22 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt
 // lower bound: waits whose end depends on an answer (a probe, a ramp, an
 // in-flight slot, a window entry still on the wire) count as ending now.
 func (t *Transport) refuse(ks *keyState, now time.Time, ahead int, deadline time.Time, hasDeadline bool,
-	fail func(holder, time.Time, error) error) error {
+	last time.Time, fail func(holder, time.Time, error) error) error {
 	if ks.pauseUntil.Sub(now) > t.cfg.retry.MaxRetryAfter {
 		ks.stats.RefusedPaused++
 		return fail(holder{limit: LimitPause}, ks.pauseUntil, ErrPaused)
 	}
-	if !hasDeadline {
+	if !hasDeadline && last.IsZero() {
 		return nil
 	}
-	if at, h := ks.lowerBound(now, t.since(now), ahead); at.After(deadline) {
+	at, h := ks.lowerBound(now, t.since(now), ahead)
+	switch {
+	case hasDeadline && at.After(deadline):
 		ks.stats.RefusedDeadline++
 		return fail(h, at, ErrWouldExceedDeadline)
+	case !last.IsZero() && at.After(last):
+		ks.stats.RefusedDeadline++
+		return fail(h, at, ErrMaxElapsed)
 	}
 	return nil
 }

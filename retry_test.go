@@ -346,3 +346,112 @@ func TestQuotaHeadersSetThePause(t *testing.T) {
 		})
 	}
 }
+
+// MaxElapsed bounds retrying: against a server that refuses every request,
+// many callers behind one another each end by MaxElapsed after they arrived
+// (or at their first attempt, if that came later: the first attempt's wait
+// is the context's to bound), with the last 429 or with ErrMaxElapsed
+// (issue 8, point 7). This one guards the rule with many callers; the
+// regression test is TestMaxElapsedCountsTheKeysWait.
+func TestMaxElapsedBoundsRetrying(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		first := map[string]time.Time{}
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			if _, ok := first[r.URL.RawQuery]; !ok {
+				first[r.URL.RawQuery] = time.Now()
+			}
+			mu.Unlock()
+			return reply(r, http.StatusTooManyRequests, "Retry-After", "20"), nil
+		}), throttle.WithRetry(throttle.Retry{MaxElapsed: 2 * time.Minute, MaxAttempts: 100}))
+		defer rt.Close()
+		const callers = 50
+		var wg sync.WaitGroup
+		refused, answered := 0, 0
+		for i := range callers {
+			wg.Go(func() {
+				start := time.Now()
+				id := fmt.Sprint(i)
+				resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://h.test/?"+id))
+				end := time.Now()
+				mu.Lock()
+				defer mu.Unlock()
+				bound := start.Add(2 * time.Minute)
+				if f := first[id]; f.After(bound) {
+					bound = f
+				}
+				assert.False(t, end.After(bound), "caller %s ended %v after its bound", id, end.Sub(bound))
+				if err != nil {
+					assert.ErrorIs(t, err, throttle.ErrMaxElapsed)
+					refused++
+					return
+				}
+				assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+				resp.Body.Close()
+				answered++
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, callers, refused+answered, "each ends with the last 429 or ErrMaxElapsed")
+	})
+}
+
+// A retry's wait counts against MaxElapsed, not only its backoff (issue 8,
+// point 7: a retry that began to wait before MaxElapsed ran on past it).
+// A wait known in advance (a window) ends retrying at once with the last
+// answer; one that is not (an in-flight slot held by an unclosed body)
+// fails when MaxElapsed has passed.
+func TestMaxElapsedCountsTheKeysWait(t *testing.T) {
+	t.Run("window", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			calls := 0
+			rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+				calls++
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}), throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 1, Per: time.Minute}}}),
+				throttle.WithRetry(throttle.Retry{MaxElapsed: 30 * time.Second}))
+			defer rt.Close()
+			start := time.Now()
+			resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://h.test/"))
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "the last answer")
+			assert.Zero(t, time.Since(start), "the window's turn comes after MaxElapsed: no retry")
+			assert.Equal(t, 1, calls)
+		})
+	})
+	t.Run("in-flight", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+				if r.URL.Path == "/slow" {
+					time.Sleep(2 * time.Minute) // holds its slot on the wire
+					return reply(r, http.StatusOK), nil
+				}
+				time.Sleep(100 * time.Millisecond)
+				return reply(r, http.StatusServiceUnavailable), nil
+			}), throttle.WithPolicy(throttle.Policy{MaxInFlight: 2}),
+				throttle.WithRetry(throttle.Retry{MaxElapsed: 30 * time.Second}))
+			defer rt.Close()
+			var wg sync.WaitGroup
+			slow := func() { wg.Go(func() { assert.NoError(t, do(t, rt, "http://h.test/slow")) }) }
+			slow()
+			start := time.Now()
+			done := make(chan error)
+			go func() {
+				_, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://h.test/"))
+				done <- err
+			}()
+			time.Sleep(110 * time.Millisecond) // its 503 is in; its retry waits out its backoff
+			slow()                              // and this one takes the slot it freed
+			err := <-done
+			require.ErrorIs(t, err, throttle.ErrMaxElapsed)
+			assert.Equal(t, 30*time.Second, time.Since(start), "fails when MaxElapsed has passed")
+			var we *throttle.WaitError
+			require.ErrorAs(t, err, &we)
+			assert.Equal(t, throttle.LimitInFlight, we.Limit)
+			assert.GreaterOrEqual(t, we.Attempt, 2, "a retry (its backoff is jittered: the first may have gone before the slot was taken)")
+			wg.Wait()
+		})
+	})
+}

@@ -36,7 +36,7 @@ type KeyStats struct {
 
 	// Refusals, by reason: a request that failed without being sent.
 	RefusedQueueFull int64 // ErrQueueFull
-	RefusedDeadline  int64 // ErrWouldExceedDeadline
+	RefusedDeadline  int64 // ErrWouldExceedDeadline, or ErrMaxElapsed for a retry
 	RefusedPaused    int64 // ErrPaused
 	RefusedClosed    int64 // ErrClosed
 	Canceled         int64 // the context ended while it waited

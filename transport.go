@@ -154,7 +154,11 @@ func (r *request) do() (*http.Response, error) {
 	}()
 	send := r.req
 	for attempt := 1; ; attempt++ {
-		tk, err := r.t.admit(r.ctx, r.ks, r.seq, attempt)
+		var last time.Time // a retry must be admitted by MaxElapsed
+		if attempt > 1 {
+			last = r.start.Add(r.t.cfg.retry.MaxElapsed)
+		}
+		tk, err := r.t.admit(r.ctx, r.ks, r.seq, attempt, last)
 		r.waited += tk.waited
 		if err != nil {
 			closeBody(send)
@@ -288,17 +292,20 @@ func (r *request) retryable(resp *http.Response, err error, h hint) bool {
 // next returns the request to send for the next attempt, or why not.
 func (r *request) next(attempt int, o outcome) (*http.Request, string) {
 	cfg := &r.t.cfg.retry
-	h, delay, now := o.h, o.delay, o.now
+	h, now := o.h, o.now
 	deadline, hasDeadline := r.ctx.Deadline()
-	switch {
-	case attempt >= cfg.MaxAttempts:
+	if attempt >= cfg.MaxAttempts {
 		return nil, fmt.Sprintf("%d attempts", attempt)
-	case h.hasWait && h.wait > cfg.MaxRetryAfter:
+	}
+	if h.hasWait && h.wait > cfg.MaxRetryAfter {
 		return nil, fmt.Sprintf("%s %v is longer than MaxRetryAfter %v", h.source, h.wait, cfg.MaxRetryAfter)
-	case hasDeadline && now.Add(delay).After(deadline):
-		return nil, fmt.Sprintf("a retry in %v would pass the context's deadline", delay)
-	case now.Add(delay).Sub(r.start) > cfg.MaxElapsed:
-		return nil, fmt.Sprintf("a retry in %v would pass MaxElapsed %v", delay, cfg.MaxElapsed)
+	}
+	at := r.earliest(now, o.delay)
+	switch in := at.Sub(now).Round(time.Millisecond); {
+	case hasDeadline && at.After(deadline):
+		return nil, fmt.Sprintf("a retry in %v would pass the context's deadline", in)
+	case at.Sub(r.start) > cfg.MaxElapsed:
+		return nil, fmt.Sprintf("a retry in %v would pass MaxElapsed %v", in, cfg.MaxElapsed)
 	case !h.throttled() && !r.spend(now):
 		return nil, "the key's retry budget is spent"
 	}
@@ -312,6 +319,20 @@ func (r *request) next(attempt int, o outcome) (*http.Request, string) {
 	next := *r.req // shallow: the caller's request stays untouched
 	next.Body = body
 	return &next, ""
+}
+
+// earliest is the earliest a retry delayed by delay from now can go: after
+// its delay, and after what is known of the key's own wait (its pause, its
+// windows, its pacer), which may be longer.
+func (r *request) earliest(now time.Time, delay time.Duration) time.Time {
+	ks := r.ks
+	ks.mu.Lock()
+	at, _ := ks.lowerBound(now, r.t.since(now), 0)
+	ks.mu.Unlock()
+	if d := now.Add(delay); d.After(at) {
+		return d
+	}
+	return at
 }
 
 func (r *request) spend(now time.Time) bool {
@@ -352,7 +373,7 @@ func (r *request) count(err error) {
 	switch {
 	case errors.Is(err, ErrClosed):
 		ks.stats.RefusedClosed++
-	case errors.Is(err, ErrQueueFull), errors.Is(err, ErrWouldExceedDeadline), errors.Is(err, ErrPaused):
+	case errors.Is(err, ErrQueueFull), errors.Is(err, ErrWouldExceedDeadline), errors.Is(err, ErrPaused), errors.Is(err, ErrMaxElapsed):
 		// counted where refused
 	default:
 		ks.stats.Canceled++
