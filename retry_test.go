@@ -443,7 +443,7 @@ func TestMaxElapsedCountsTheKeysWait(t *testing.T) {
 				done <- err
 			}()
 			time.Sleep(110 * time.Millisecond) // its 503 is in; its retry waits out its backoff
-			slow()                              // and this one takes the slot it freed
+			slow()                             // and this one takes the slot it freed
 			err := <-done
 			require.ErrorIs(t, err, throttle.ErrMaxElapsed)
 			assert.Equal(t, 30*time.Second, time.Since(start), "fails when MaxElapsed has passed")
