@@ -21,7 +21,12 @@ import (
 // as JSON at once, needs no key and is not counted.
 //
 // An API reads time only through time.Now and timers, so inside a synctest bubble
-// it runs on the bubble's fake clock; create it inside the bubble that uses it.
+// it runs on the bubble's fake clock, and it keeps one clock from NewAPI or Reset
+// on. One created outside the bubble that serves it (say, before synctest.Test)
+// takes the bubble's clock at its first request, where the clock of its Outages
+// then starts. But once it has served a request, a request on a clock that is
+// behind (a second bubble, or a bubble after the real clock) makes it panic: its
+// quotas would count by the wrong time. Reset it between bubbles.
 // It is safe for concurrent use.
 type API struct {
 	cfg Config
@@ -29,7 +34,7 @@ type API struct {
 	mu    sync.Mutex
 	keys  map[string]*keyState
 	rng   *rand.Rand
-	start time.Time // of the clock of the Outages: NewAPI or Reset
+	clock clock
 
 	stats recorder
 }
@@ -40,8 +45,10 @@ var (
 )
 
 // NewAPI returns an API with the given configuration; the clock of its Outages
-// starts now. It opens no socket and starts no goroutine. It panics if a Limit or
-// an Outage cannot work (say, a token bucket without Rate).
+// starts now, or at the first request if that comes on an earlier clock: inside a
+// synctest bubble when NewAPI ran outside it (see API). It opens no socket and
+// starts no goroutine. It panics if a Limit or an Outage cannot work (say, a
+// token bucket without Rate).
 func NewAPI(cfg Config) *API {
 	cfg.validate()
 	cfg.Limits = slices.Clone(cfg.Limits)
@@ -64,12 +71,13 @@ func NewAPI(cfg Config) *API {
 
 // Reset returns the API to its state just after NewAPI: every quota whole, every
 // count zero, the random draws restarted from Seed, the clock of the Outages
-// restarted now. Call it while no request is being served.
+// restarted now (or at the first request, as after NewAPI). Call it while no
+// request is being served, and between two synctest bubbles that share the API.
 func (a *API) Reset() {
 	a.mu.Lock()
 	a.keys = make(map[string]*keyState)
 	a.rng = rand.New(rand.NewPCG(uint64(a.cfg.Seed), 0))
-	a.start = time.Now()
+	a.clock.restart(time.Now())
 	a.mu.Unlock()
 	a.stats.reset()
 }

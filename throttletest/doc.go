@@ -28,6 +28,15 @@
 //		assert.LessOrEqual(t, s.Total.PeakPerSecond, int64(100))
 //	})
 //
+// An API keeps one clock. One created outside the bubble, before synctest.Test,
+// works too: it takes the bubble's clock at its first request, where the clock
+// of its Outages then starts. But an API that served requests on one clock and
+// is then asked to serve on a clock that is behind, in a second bubble or in a
+// bubble after the real clock, panics with "throttletest: API used across a
+// synctest bubble boundary", as synctest does with a channel used outside its
+// bubble: its quotas would refuse or admit by the wrong time. Reset it between
+// bubbles, or create one API per bubble.
+//
 // Where a real socket is wanted, NewServer listens on loopback:
 //
 //	srv := throttletest.NewServer(cfg)

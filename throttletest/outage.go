@@ -11,7 +11,9 @@ import (
 // every request that arrives within [Start, Start+Duration) gets 503 with a
 // Retry-After of RetryAfter, in the Config's RetryAfter format.
 type Outage struct {
-	// Start is when the outage begins, counted from NewAPI or Reset; it must be >= 0.
+	// Start is when the outage begins, counted from NewAPI or Reset (or from the
+	// first request, for an API created outside its synctest bubble; see NewAPI);
+	// it must be >= 0.
 	Start time.Duration
 	// Duration is how long the outage lasts; it must be > 0.
 	Duration time.Duration
@@ -42,14 +44,9 @@ func (o Outage) covers(since time.Duration) bool {
 	return since >= o.Start && since-o.Start < o.Duration
 }
 
-// outageAt returns the first outage that covers now, if any.
-func (a *API) outageAt(now time.Time) (Outage, bool) {
-	if len(a.cfg.Outages) == 0 {
-		return Outage{}, false
-	}
-	a.mu.Lock()
-	since := now.Sub(a.start)
-	a.mu.Unlock()
+// outageAt returns the first outage that covers the instant that is since after
+// the start of the API's clock, if any.
+func (a *API) outageAt(since time.Duration) (Outage, bool) {
 	for _, o := range a.cfg.Outages {
 		if o.covers(since) {
 			return o, true

@@ -36,7 +36,8 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // modify r, and returns a response whatever its status, whose Body the caller
 // closes. It returns an error only when r's context ends before the answer (the
 // context's error, as a real transport does), r's body fails to read, or r has no
-// URL.
+// URL. It panics, as ServeHTTP does, when the API served requests on a clock
+// that r's goroutine is behind (see API).
 func (a *API) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Body != nil {
 		defer r.Body.Close()
@@ -82,8 +83,8 @@ func (a *API) serve(r *http.Request) (reply, error) {
 		a.stats.record(key, canceled, false, n, time.Time{})
 		return reply{}, err
 	}
-	now := time.Now()
-	if o, down := a.outageAt(now); down {
+	now, since := a.arrive()
+	if o, down := a.outageAt(since); down {
 		a.stats.record(key, inOutage, false, n, time.Time{})
 		return a.cfg.serviceUnavailable(now, o.RetryAfter), nil
 	}
