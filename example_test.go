@@ -23,13 +23,29 @@ func Example() {
 }
 
 func ExampleWithKey() {
-	// One bucket per API key rather than per host.
-	rt := throttle.New(nil,
+	// One bucket per API key rather than per host. The key is a digest of
+	// the header: tokens never reach errors, events, Stats or logs.
+	rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+		return reply(r, http.StatusOK), nil
+	}),
 		throttle.WithPolicy(throttle.Policy{Rate: 5, Burst: 1}),
-		throttle.WithKey(func(r *http.Request) string { return r.Header.Get("X-API-Key") }))
+		throttle.WithKey(throttle.KeyByHeader("X-API-Key")))
 	defer rt.Close()
-	fmt.Println(rt != nil)
-	// Output: true
+	for _, token := range []string{"tok_live_alice_0123456789", "tok_live_bob_9876543210"} {
+		req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v1/items", nil)
+		req.Header.Set("X-API-Key", token)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			panic(err)
+		}
+		resp.Body.Close()
+	}
+	for key := range rt.Stats().Keys {
+		fmt.Println(strings.Contains(key, "tok_live"), strings.HasPrefix(key, "api.example.com x-api-key:"))
+	}
+	// Output:
+	// false true
+	// false true
 }
 
 func ExamplePolicy_Validate() {

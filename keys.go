@@ -14,7 +14,7 @@ import (
 // mutex guards every field but the immutable ones; different keys share no
 // lock.
 type keyState struct {
-	key string
+	key string // as shown: the partition key, or its digest (see shownKey)
 	pol *policy
 
 	mu         sync.Mutex
@@ -214,13 +214,18 @@ func (k *keys) policyMap(p *policy) *sync.Map {
 	return m.(*sync.Map)
 }
 
-// acquire returns the locked-in state of key under p, with a reference held.
-func (t *Transport) acquire(p *policy, key string) *keyState {
+// acquire returns the locked-in state of key, the partition key of req,
+// under p, with a reference held.
+func (t *Transport) acquire(p *policy, key string, req *http.Request) *keyState {
 	m := t.keys.policyMap(p)
 	for {
 		v, ok := m.Load(key)
 		if !ok {
-			v, ok = m.LoadOrStore(key, t.newKeyState(p, key))
+			shown := key
+			if t.cfg.key != nil {
+				shown = shownKey(req, key)
+			}
+			v, ok = m.LoadOrStore(key, t.newKeyState(p, shown))
 			if !ok {
 				t.keys.created(t, m)
 			}

@@ -75,6 +75,14 @@ func WithHostPolicy(pattern string, p Policy) Option {
 // cheap and must not modify the request. nil, the default: the target host,
 // lower-cased, with the port kept only when it is not the scheme's default
 // ("api.example.com", "localhost:8080").
+//
+// Keys are shown: in WaitError.Key, Event.Key and Stats().Keys, and so in
+// every log line and error message. To partition by API token, use
+// [KeyByHeader], which keys by a digest of the header, never its value. As
+// a safeguard, a key that holds a credential of its request anyway (the
+// value of an Authorization, Cookie, X-Api-Key or similar header, or of a
+// query parameter named like a key or token, or the URL's user info) is
+// shown as "redacted:" and a digest of the key.
 func WithKey(key func(*http.Request) string) Option {
 	return optionFunc(func(c *config) {
 		c.once("WithKey")

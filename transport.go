@@ -104,9 +104,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	pol := t.cfg.policyFor(req.URL.Scheme, host, lower(req.URL.Hostname()))
 	key := host
 	if t.cfg.key != nil {
-		key = t.cfg.key(req)
+		key = t.userKey(req)
 	}
-	ks := t.acquire(pol, key)
+	ks := t.acquire(pol, key, req)
 	r := request{t: t, ks: ks, req: req, ctx: req.Context(), seq: t.seq.Add(1), start: time.Now()}
 	defer func() { // deferred, so that a panicking base does not pin the key
 		ks.mu.Lock()
@@ -119,6 +119,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ks.mu.Unlock()
 	}()
 	return r.do()
+}
+
+// userKey calls the WithKey function. Should it panic, the request's body
+// is closed, as RoundTrip always does, before the panic goes on.
+func (t *Transport) userKey(req *http.Request) string {
+	defer func() {
+		if p := recover(); p != nil {
+			closeBody(req)
+			panic(p)
+		}
+	}()
+	return t.cfg.key(req)
 }
 
 // request is one RoundTrip on its way through attempts.

@@ -1,0 +1,120 @@
+package throttle
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"strings"
+)
+
+// Partition keys may be credentials: the obvious way to keep one bucket per
+// API token is to key by the Authorization header. A key is shown in errors,
+// events, Stats and log lines, so the transport never shows one that holds a
+// credential of its request: such a key is shown as "redacted:" and a digest
+// of it. KeyByHeader keys by a header's digest in the first place.
+
+// KeyByHeader returns a key function for [WithKey] that partitions by the
+// target host and a digest of the named header's value, never the value
+// itself: "api.example.com authorization:" followed by 32 hexadecimal digits
+// (the first half of the value's SHA-256). Requests without the header are
+// keyed by their host alone. Use it to keep one bucket per API token:
+//
+//	throttle.WithKey(throttle.KeyByHeader("Authorization"))
+//
+// The digest names the token without revealing it when the token is long
+// and random, as API tokens are; it does not hide a guessable value (a
+// short password in Basic authorization) from a dictionary search. It costs
+// a SHA-256 of the value per request.
+func KeyByHeader(name string) func(*http.Request) string {
+	label := " " + strings.ToLower(http.CanonicalHeaderKey(name)) + ":"
+	return func(req *http.Request) string {
+		v := req.Header.Values(name)
+		if len(v) == 0 {
+			return defaultKey(req)
+		}
+		h := sha256.New()
+		for i, s := range v {
+			if i > 0 {
+				h.Write([]byte{0})
+			}
+			h.Write([]byte(s))
+		}
+		var sum [sha256.Size]byte
+		return defaultKey(req) + label + hex.EncodeToString(h.Sum(sum[:0])[:16])
+	}
+}
+
+// shownKey is how key, the partition key of req, is shown: itself, or
+// "redacted:" and a digest of it when it holds a credential of req. It is
+// called when a key's state is made, not per request.
+func shownKey(req *http.Request, key string) string {
+	if !holdsCredential(req, key) {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "redacted:" + hex.EncodeToString(sum[:8])
+}
+
+// minSecret is the shortest value taken for a credential: shorter ones
+// (a scheme such as "Bearer", a user name) are found in keys by chance.
+const minSecret = 8
+
+// holdsCredential reports whether key contains a credential of req: the
+// value, or a word of the value, of a header or query parameter whose name
+// says it is one (see secretName), or the URL's user info.
+func holdsCredential(req *http.Request, key string) bool {
+	if len(key) < minSecret {
+		return false
+	}
+	in := func(v string) bool {
+		if len(v) >= minSecret && strings.Contains(key, v) {
+			return true
+		}
+		for _, w := range strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ',' || r == ';' || r == '=' }) {
+			if len(w) >= minSecret && strings.Contains(key, w) {
+				return true
+			}
+		}
+		return false
+	}
+	for name, vs := range req.Header {
+		if secretName(name) {
+			for _, v := range vs {
+				if in(v) {
+					return true
+				}
+			}
+		}
+	}
+	if u := req.URL.User; u != nil {
+		if p, ok := u.Password(); ok && in(p) || in(u.Username()) {
+			return true
+		}
+	}
+	if req.URL.RawQuery != "" {
+		for name, vs := range req.URL.Query() {
+			if secretName(name) {
+				for _, v := range vs {
+					if in(v) {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+// secretName reports whether a header or query parameter of this name
+// carries a credential: Authorization, Proxy-Authorization, Cookie, and
+// every name that speaks of a key, token, secret, session, password,
+// signature or credential (X-Api-Key, X-Auth-Token, access_token, ...).
+func secretName(name string) bool {
+	name = strings.ToLower(name)
+	for _, w := range [...]string{"auth", "cookie", "key", "token", "secret", "session", "passw", "signature", "credential"} {
+		if strings.Contains(name, w) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,122 @@
+package throttle_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlehttp/throttle"
+)
+
+const secret = "s3cr3t-T0ken-abcdef0123456789"
+
+// Nothing the transport logs, returns or exports carries a credential it
+// was handed, whatever the key function does with it (issue 8, point 5:
+// keying by Authorization put the token in every error and log line).
+func TestKeysNeverShowACredential(t *testing.T) {
+	tests := []struct {
+		name  string
+		url   string
+		setup func(*http.Request)
+		key   func(*http.Request) string
+		shown string // the prefix of the key as shown
+	}{
+		{"authorization-whole", "http://h.test/", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+secret) },
+			func(r *http.Request) string { return r.Header.Get("Authorization") }, "redacted:"},
+		{"authorization-token-only", "http://h.test/", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+secret) },
+			func(r *http.Request) string { return r.Host + "/" + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") }, "redacted:"},
+		{"api-key-header", "http://h.test/", func(r *http.Request) { r.Header.Set("X-Api-Key", secret) },
+			func(r *http.Request) string { return "k=" + r.Header.Get("X-Api-Key") }, "redacted:"},
+		{"cookie", "http://h.test/", func(r *http.Request) { r.Header.Set("Cookie", "session="+secret+"; theme=dark") },
+			func(r *http.Request) string { c, _ := r.Cookie("session"); return c.Value }, "redacted:"},
+		{"query", "http://h.test/?access_token=" + secret, nil,
+			func(r *http.Request) string { return r.URL.String() }, "redacted:"},
+		{"user-info", "http://user:" + secret + "@h.test/", nil,
+			func(r *http.Request) string { return r.URL.User.String() }, "redacted:"},
+		{"key-by-header", "http://h.test/", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+secret) },
+			throttle.KeyByHeader("Authorization"), "h.test authorization:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var logs bytes.Buffer
+				var mu sync.Mutex
+				log := slog.New(slog.NewTextHandler(&logs, nil))
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					return reply(r, http.StatusTooManyRequests, "Retry-After", "60"), nil
+				}), throttle.WithKey(tt.key), throttle.WithRetry(throttle.Retry{MaxAttempts: 2}),
+					throttle.WithEvents(func(e throttle.Event) {
+						mu.Lock()
+						defer mu.Unlock()
+						log.Info("throttle", "event", e)
+					}))
+				defer rt.Close()
+				send := func(ctx context.Context) error {
+					req := newReq(t, ctx, http.MethodGet, tt.url)
+					if tt.setup != nil {
+						tt.setup(req)
+					}
+					resp, err := rt.RoundTrip(req)
+					if err == nil {
+						resp.Body.Close()
+					}
+					return err
+				}
+				require.NoError(t, send(context.Background())) // throttled, retried, then the 429
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				err := send(ctx)
+				require.ErrorIs(t, err, throttle.ErrWouldExceedDeadline)
+
+				st := rt.Stats()
+				require.Len(t, st.Keys, 1)
+				for k := range st.Keys {
+					assert.True(t, strings.HasPrefix(k, tt.shown), "shown as %q", k)
+				}
+				for what, text := range map[string]string{"logs": logs.String(), "error": err.Error(), "stats": fmt.Sprint(st)} {
+					assert.NotContains(t, text, secret, what)
+					assert.NotContains(t, text, secret[:12], what)
+				}
+				assert.NotZero(t, logs.Len(), "events were logged")
+			})
+		})
+	}
+}
+
+// A key without a credential in it is shown as it is, and KeyByHeader
+// keeps tokens apart and requests without the header by host.
+func TestKeysShownAsTheyAre(t *testing.T) {
+	rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) { return reply(r, http.StatusOK), nil }),
+		throttle.WithKey(func(r *http.Request) string { return r.URL.Path }))
+	defer rt.Close()
+	req := newReq(t, context.Background(), http.MethodGet, "http://h.test/v1/items")
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := rt.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Contains(t, rt.Stats().Keys, "/v1/items")
+
+	key := throttle.KeyByHeader("x-api-key")
+	with := func(v ...string) string {
+		r := newReq(t, context.Background(), http.MethodGet, "https://API.example.com:443/x")
+		for _, s := range v {
+			r.Header.Add("X-Api-Key", s)
+		}
+		return key(r)
+	}
+	assert.Equal(t, "api.example.com", with())
+	assert.Regexp(t, `^api\.example\.com x-api-key:[0-9a-f]{32}$`, with("a"))
+	assert.Equal(t, with("a"), with("a"), "the same token, the same key")
+	assert.NotEqual(t, with("a"), with("b"))
+	assert.NotEqual(t, with("ab"), with("a", "b"), "values are kept apart")
+}
