@@ -34,7 +34,9 @@ func TestKeysNeverShowACredential(t *testing.T) {
 		{"authorization-whole", "http://h.test/", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+secret) },
 			func(r *http.Request) string { return r.Header.Get("Authorization") }, "redacted:"},
 		{"authorization-token-only", "http://h.test/", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+secret) },
-			func(r *http.Request) string { return r.Host + "/" + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") }, "redacted:"},
+			func(r *http.Request) string {
+				return r.Host + "/" + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+			}, "redacted:"},
 		{"api-key-header", "http://h.test/", func(r *http.Request) { r.Header.Set("X-Api-Key", secret) },
 			func(r *http.Request) string { return "k=" + r.Header.Get("X-Api-Key") }, "redacted:"},
 		{"cookie", "http://h.test/", func(r *http.Request) { r.Header.Set("Cookie", "session="+secret+"; theme=dark") },
