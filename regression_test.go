@@ -427,3 +427,29 @@ func TestNilResponseNilErrorFromBase(t *testing.T) {
 	require.Error(t, do(t, rt, "http://n.test/"), "the key still works")
 	assert.Zero(t, rt.Stats().Keys["n.test"].InFlight)
 }
+
+// A WithKey function that panics still has the request's body closed, as
+// RoundTrip always does, and takes nothing of any key.
+func TestPanickingKeyFunctionClosesTheBody(t *testing.T) {
+	rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) { return reply(r, http.StatusOK), nil }),
+		throttle.WithKey(func(r *http.Request) string {
+			if r.URL.Path == "/panic" {
+				panic("user code")
+			}
+			return "k"
+		}))
+	defer rt.Close()
+	body := &closeCounter{Reader: strings.NewReader("x")}
+	req := newReq(t, context.Background(), http.MethodPut, "http://k.test/panic")
+	req.Body = body
+	assert.PanicsWithValue(t, "user code", func() { _, _ = rt.RoundTrip(req) })
+	assert.Equal(t, 1, body.closed)
+	assert.Empty(t, rt.Stats().Keys)
+}
+
+type closeCounter struct {
+	io.Reader
+	closed int
+}
+
+func (c *closeCounter) Close() error { c.closed++; return nil }
