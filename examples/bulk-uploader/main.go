@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"sync/atomic"
@@ -180,6 +181,11 @@ func (a *app) main(stop, abort context.Context, args []string) int {
 		quotaRate, quotaBurst = l.Rate, l.Burst
 		s.Target = o.target + " (embedded demo API: 100 requests/s, bursts of 10)"
 	}
+	target, err := url.Parse(o.target)
+	if err != nil {
+		fmt.Fprintln(a.stderr, "bulk-uploader: -target:", err)
+		return 2
+	}
 	if base == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = o.workers
@@ -192,7 +198,7 @@ func (a *app) main(stop, abort context.Context, args []string) int {
 	var rt *throttle.Transport
 	if o.naive {
 		s.Client = "naive (resend at once on 429)"
-		send = naiveWith(&http.Client{Transport: base}, o.method, o.target, o.apiKey, &throttled)
+		send = naiveWith(&http.Client{Transport: base}, o.method, target, o.apiKey, &throttled)
 	} else {
 		rt = throttle.New(base, throttle.WithPolicy(o.policy()), throttle.WithEvents(func(e throttle.Event) {
 			if e.Kind == throttle.EventThrottled {
@@ -200,7 +206,7 @@ func (a *app) main(stop, abort context.Context, args []string) int {
 			}
 		}))
 		defer rt.Close()
-		send = uploadWith(&http.Client{Transport: rt}, o.method, o.target, o.apiKey)
+		send = uploadWith(&http.Client{Transport: rt}, o.method, target, o.apiKey)
 	}
 
 	bar := a.bar(len(recs))

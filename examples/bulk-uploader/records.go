@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 )
@@ -27,14 +28,14 @@ type record struct {
 	size int64
 }
 
-// request builds the upload of r to url. GetBody makes it replayable, so
+// request builds the upload of r to target. GetBody makes it replayable, so
 // the transport may retry it after a 429 without buffering it whole.
-func (r record) request(method, url, apiKey string) (*http.Request, error) {
+func (r record) request(method, target, apiKey string) (*http.Request, error) {
 	body, err := r.body()
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequest(method, url, body)
+	req, err := http.NewRequest(method, target, body)
 	if err != nil {
 		body.Close()
 		return nil, err
@@ -42,7 +43,8 @@ func (r record) request(method, url, apiKey string) (*http.Request, error) {
 	req.GetBody = r.body
 	req.ContentLength = r.size
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", "record-"+r.id)
+	// Escaped as in the URL, so that no id makes an invalid header.
+	req.Header.Set("Idempotency-Key", "record-"+url.PathEscape(r.id))
 	if apiKey != "" {
 		req.Header.Set("X-API-Key", apiKey)
 	}
@@ -143,7 +145,9 @@ func lineContent(line []byte) []byte {
 }
 
 // recordID is the record's "id" field, a string or a number, or else its
-// line number.
+// line number. It becomes one segment of the URL's path, escaped, so it
+// can hold any character; but "." and ".." would still be read as "this
+// directory" and "its parent" by a server or proxy, and are refused.
 func recordID(raw []byte, line int) (string, error) {
 	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return "", fmt.Errorf("line %d: not a JSON object", line)
@@ -166,8 +170,11 @@ func recordID(raw []byte, line int) (string, error) {
 	default:
 		return "", fmt.Errorf("line %d: id %s: want a string or a number", line, v.ID)
 	}
-	if id == "" {
+	switch id {
+	case "":
 		return strconv.Itoa(line), nil
+	case ".", "..":
+		return "", fmt.Errorf("line %d: id %q cannot be a URL path segment", line, id)
 	}
 	return id, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,7 +68,7 @@ dispatch:
 // uploadWith returns a sender that uploads through client, the way a user of
 // the library would: one request per record, the transport doing the
 // pacing, the pausing and the retries.
-func uploadWith(client *http.Client, method, target, apiKey string) sender {
+func uploadWith(client *http.Client, method string, target *url.URL, apiKey string) sender {
 	return func(ctx context.Context, rec record) result {
 		res := result{rec: rec}
 		req, err := rec.request(method, recordURL(target, rec.id), apiKey)
@@ -93,7 +94,7 @@ func uploadWith(client *http.Client, method, target, apiKey string) sender {
 // naiveWith returns a sender that does what many clients do: resend at once
 // on 429, as often as it takes (up to maxNaive attempts). It shows the
 // resend storm the library avoids.
-func naiveWith(client *http.Client, method, target, apiKey string, throttled *atomic.Int64) sender {
+func naiveWith(client *http.Client, method string, target *url.URL, apiKey string, throttled *atomic.Int64) sender {
 	const maxNaive = 1000
 	upload := uploadWith(client, method, target, apiKey)
 	return func(ctx context.Context, rec record) result {
@@ -111,6 +112,12 @@ func naiveWith(client *http.Client, method, target, apiKey string, throttled *at
 	}
 }
 
-func recordURL(target, id string) string {
-	return strings.TrimSuffix(target, "/") + "/records/" + id
+// recordURL is target/records/ID, the id escaped as one path segment: no
+// character of an id ("/", "?", "#", "%", "..") can add a segment, a query
+// or a fragment. target's own path is kept, and its query.
+func recordURL(target *url.URL, id string) string {
+	u := *target
+	u.Path = strings.TrimSuffix(target.Path, "/") + "/records/" + id
+	u.RawPath = strings.TrimSuffix(target.EscapedPath(), "/") + "/records/" + url.PathEscape(id)
+	return u.String()
 }
