@@ -9,9 +9,12 @@
 //	go run ./examples/bulk-uploader
 //
 // Records can also come as JSON lines from a file (-in records.jsonl) or
-// stdin (-in -), and go to a real API (-target https://api.example.com, with
-// -api-key). -naive runs the same job through a plain http.Client that
+// stdin (-in -), and go to a real API (-target https://api.example.com,
+// with -api-key or $BULK_UPLOADER_API_KEY: only the embedded API has a
+// default key). -naive runs the same job through a plain http.Client that
 // resends at once on 429, to show the resend storm the library avoids.
+// Every flag is checked before the first request; bad ones exit with
+// status 2, one line each.
 //
 // Ctrl-C stops starting records; the ones under way finish and every record
 // is reported as uploaded, failed or not sent. A second Ctrl-C cancels those
@@ -28,11 +31,11 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
-	"golang.org/x/time/rate"
 
 	"github.com/throttlehttp/throttle"
 	"github.com/throttlehttp/throttle/throttletest"
@@ -50,7 +53,7 @@ var demoQuota = throttletest.Config{
 func main() {
 	stop, abort, cancel := interrupts(os.Stderr)
 	defer cancel()
-	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, progress: true, demo: serveDemo}
+	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, progress: true, demo: serveDemo}
 	code := a.main(stop, abort, os.Args[1:])
 	cancel()
 	os.Exit(code)
@@ -72,7 +75,7 @@ func interrupts(stderr io.Writer) (stop, abort context.Context, cancel func()) {
 				return
 			}
 			if n == 0 {
-				fmt.Fprintln(stderr, "\ninterrupted: finishing the records under way (Ctrl-C again to cancel them)")
+				fmt.Fprintln(stderr, "\n"+name+": interrupted: finishing the records under way (Ctrl-C again to cancel them)")
 				cancelStop()
 			} else {
 				cancelAbort()
@@ -96,61 +99,10 @@ func serveDemo(cfg throttletest.Config) (target string, api *throttletest.API, b
 type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	getenv         func(string) string // nil: an empty environment
 	progress       bool
 	// demo starts the embedded API; base, if not nil, replaces the network.
 	demo func(throttletest.Config) (target string, api *throttletest.API, base http.RoundTripper, closeFn func())
-}
-
-type options struct {
-	n, workers, burst, queue int
-	in, target, method       string
-	apiKey                   string
-	rate                     float64
-	asJSON, naive            bool
-}
-
-func (a *app) parse(args []string) (options, error) {
-	var o options
-	fs := flag.NewFlagSet("bulk-uploader", flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
-	fs.IntVar(&o.n, "n", 1000, "records to generate when -in is not given")
-	fs.StringVar(&o.in, "in", "", "JSON lines to upload, one record a line (- for stdin)")
-	fs.StringVar(&o.target, "target", "", "API base URL; records go to TARGET/records/ID (default: an embedded demo API)")
-	fs.StringVar(&o.method, "method", http.MethodPut, "PUT or POST")
-	fs.IntVar(&o.workers, "workers", 16, "records uploaded at once")
-	fs.Float64Var(&o.rate, "rate", 100, "requests per second to pace at (0: unpaced, only pauses on 429)")
-	fs.IntVar(&o.burst, "burst", 10, "token-bucket burst")
-	fs.IntVar(&o.queue, "queue", 0, "> 0: a leaky-bucket FIFO of this many waiting requests instead of a token bucket")
-	fs.StringVar(&o.apiKey, "api-key", "demo", "sent as X-API-Key")
-	fs.BoolVar(&o.asJSON, "json", false, "print the summary as JSON")
-	fs.BoolVar(&o.naive, "naive", false, "use a plain http.Client that resends at once on 429 instead of throttle")
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	switch {
-	case fs.NArg() > 0:
-		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
-	case o.method != http.MethodPut && o.method != http.MethodPost:
-		return o, fmt.Errorf("-method %q: want PUT or POST", o.method)
-	case o.workers < 1:
-		return o, errors.New("-workers must be at least 1")
-	case o.n < 0:
-		return o, errors.New("-n must not be negative")
-	}
-	if err := o.policy().Validate(); err != nil {
-		return o, fmt.Errorf("-rate %v -burst %d -queue %d: %w", o.rate, o.burst, o.queue, err)
-	}
-	return o, nil
-}
-
-func (o options) policy() throttle.Policy {
-	if o.rate == 0 {
-		return throttle.Policy{}
-	}
-	if o.queue > 0 {
-		return throttle.Policy{Rate: rate.Limit(o.rate), Queue: o.queue}
-	}
-	return throttle.Policy{Rate: rate.Limit(o.rate), Burst: o.burst}
 }
 
 // main runs the job and returns the exit status.
@@ -160,31 +112,54 @@ func (a *app) main(stop, abort context.Context, args []string) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(a.stderr, "bulk-uploader:", err)
+		a.fail(err)
 		return 2
 	}
-	recs, err := a.records(o)
+	recs, closeIn, err := a.records(o)
 	if err != nil {
-		fmt.Fprintln(a.stderr, "bulk-uploader:", err)
+		a.fail(err)
 		return 2
 	}
+	defer closeIn()
+	s := a.upload(stop, abort, o, recs)
+	s.print(a.stdout, o.asJSON)
+	switch {
+	case s.Failed > 0:
+		return 1
+	case s.NotSent > 0:
+		return 130
+	}
+	return 0
+}
 
-	s := summary{Client: "throttle", Target: o.target}
+// fail prints err, one line of it a line, each with the program's name.
+func (a *app) fail(err error) {
+	for line := range strings.Lines(err.Error()) {
+		fmt.Fprint(a.stderr, name+": "+line)
+		if !strings.HasSuffix(line, "\n") {
+			fmt.Fprintln(a.stderr)
+		}
+	}
+}
+
+// upload sends recs to the target of o, or to the embedded demo API, and
+// says how it went.
+func (a *app) upload(stop, abort context.Context, o options, recs []record) summary {
+	s := summary{Client: "throttle"}
 	var api *throttletest.API
 	var base http.RoundTripper
+	target := o.target
 	quotaRate, quotaBurst := o.rate, o.burst
-	if o.target == "" {
-		var closeFn func()
-		o.target, api, base, closeFn = a.demo(demoQuota)
+	if target == nil {
+		demoURL, demoAPI, demoBase, closeFn := a.demo(demoQuota)
 		defer closeFn()
+		target, _ = url.Parse(demoURL)
+		api, base = demoAPI, demoBase
 		l := demoQuota.Limits[0]
 		quotaRate, quotaBurst = l.Rate, l.Burst
-		s.Target = o.target + " (embedded demo API: 100 requests/s, bursts of 10)"
-	}
-	target, err := url.Parse(o.target)
-	if err != nil {
-		fmt.Fprintln(a.stderr, "bulk-uploader: -target:", err)
-		return 2
+		s.Target = demoURL + " (embedded demo API: 100 requests/s, bursts of 10)"
+	} else {
+		s.Target = target.Redacted()
 	}
 	if base == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -243,30 +218,29 @@ func (a *app) main(stop, abort context.Context, args []string) int {
 		t := api.Stats().Total
 		s.Server = &server{Requests: t.Requests, Accepted: t.Accepted, Throttled: t.Throttled, PeakPerSecond: t.PeakPerSecond}
 	}
-	s.print(a.stdout, o.asJSON)
-	switch {
-	case s.Failed > 0:
-		return 1
-	case s.NotSent > 0:
-		return 130
-	}
-	return 0
+	return s
 }
 
-func (a *app) records(o options) ([]record, error) {
+// records reads the records of -in, or makes up -n of them. closeFn
+// closes the input file, which stays open for the run: each record's body
+// is read from it, as often as the record is sent.
+func (a *app) records(o options) (recs []record, closeFn func(), err error) {
 	switch o.in {
 	case "":
-		return generate(o.n), nil
+		return generate(o.n), func() {}, nil
 	case "-":
-		return readAll(a.stdin)
+		recs, err = readAll(a.stdin)
+		return recs, func() {}, err
 	}
 	f, err := os.Open(o.in)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	// The file stays open for the process: each record's body is read from
-	// it, as often as the record is sent.
-	return readFile(f)
+	if recs, err = readFile(f); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return recs, func() { f.Close() }, nil
 }
 
 func (a *app) bar(n int) *progressbar.ProgressBar {

@@ -86,7 +86,7 @@ func TestBadInputIsRefused(t *testing.T) {
 	assert.Contains(t, errOut.String(), "line 2: not a JSON object")
 	errOut.Reset()
 	assert.Equal(t, 2, a.main(context.Background(), context.Background(), []string{"-rate", "5", "-burst", "0"}))
-	assert.Contains(t, errOut.String(), "Burst >= 1")
+	assert.Equal(t, "bulk-uploader: -burst 0: a token bucket needs at least 1\n", errOut.String())
 }
 
 func TestFailedRecordsAreListedAndExitNonZero(t *testing.T) {
