@@ -8,6 +8,9 @@
 //
 //	go run ./examples/bulk-uploader
 //
+// Progress goes to stderr: a bar on a terminal, else (a log file, CI) a
+// plain line at each tenth of the records and at least every 10 seconds.
+//
 // Records can also come as JSON lines from a file (-in records.jsonl) or
 // stdin (-in -), and go to a real API (-target https://api.example.com,
 // with -api-key or $BULK_UPLOADER_API_KEY: only the embedded API has a
@@ -35,8 +38,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
-
 	"github.com/throttlehttp/throttle"
 	"github.com/throttlehttp/throttle/throttletest"
 )
@@ -53,7 +54,7 @@ var demoQuota = throttletest.Config{
 func main() {
 	stop, abort, cancel := interrupts(os.Stderr)
 	defer cancel()
-	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, progress: true, demo: serveDemo}
+	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, progress: progressFor(os.Stderr), demo: serveDemo}
 	code := a.main(stop, abort, os.Args[1:])
 	cancel()
 	os.Exit(code)
@@ -100,7 +101,7 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string // nil: an empty environment
-	progress       bool
+	progress       progressMode
 	// demo starts the embedded API; base, if not nil, replaces the network.
 	demo func(throttletest.Config) (target string, api *throttletest.API, base http.RoundTripper, closeFn func())
 }
@@ -184,19 +185,14 @@ func (a *app) upload(stop, abort context.Context, o options, recs []record) summ
 		send = uploadWith(&http.Client{Transport: rt}, o.method, target, o.apiKey)
 	}
 
-	bar := a.bar(len(recs))
-	var naiveRetries atomic.Int64
 	start := time.Now()
+	bar := newProgress(a.progress, a.stderr, len(recs), start)
+	var naiveRetries atomic.Int64
 	results := run(stop, abort, recs, o.workers, send, func(r result) {
 		naiveRetries.Add(int64(r.retries))
-		bar.Describe(fmt.Sprintf("uploading (429s: %d)", throttled.Load()))
-		_ = bar.Add(1)
+		bar.add(time.Now(), throttled.Load())
 	})
-	if stop.Err() != nil {
-		_ = bar.Exit() // interrupted: leave the bar where it stopped
-	} else {
-		_ = bar.Finish()
-	}
+	bar.finish(time.Now(), stop.Err() != nil)
 	s.WallSecs = time.Since(start).Seconds()
 
 	if rt != nil {
@@ -241,22 +237,4 @@ func (a *app) records(o options) (recs []record, closeFn func(), err error) {
 		return nil, nil, err
 	}
 	return recs, func() { f.Close() }, nil
-}
-
-func (a *app) bar(n int) *progressbar.ProgressBar {
-	w := a.stderr
-	if !a.progress {
-		w = io.Discard
-	}
-	return progressbar.NewOptions(n,
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription("uploading"),
-		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString("records"),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionShowElapsedTimeOnFinish(),
-		progressbar.OptionSetVisibility(a.progress),
-	)
 }
