@@ -29,7 +29,7 @@ const (
 // options are the command line, checked.
 type options struct {
 	n, workers, burst, queue int
-	in, method               string
+	in, method, journal      string
 	target                   *url.URL // nil: the embedded demo API
 	apiKey                   string
 	rate                     float64
@@ -47,6 +47,9 @@ Flags:
 `
 
 const usageTail = `
+Ctrl-C starts no more uploads, lets those under way finish (Ctrl-C again
+cancels them) and prints the summary with the records not sent.
+
 Exit status: 0 when every record was uploaded, 1 when some failed, 2 for
 bad flags or input, 130 when interrupted (Ctrl-C).
 `
@@ -68,6 +71,7 @@ func (a *app) parse(args []string) (options, error) {
 	fs.Float64Var(&o.rate, "rate", 100, "pace at `n` requests per second (0: unpaced, pausing only on 429)")
 	fs.IntVar(&o.burst, "burst", 10, "token-bucket burst, at least 1 (with -rate, without -queue)")
 	fs.IntVar(&o.queue, "queue", 0, "> 0: a leaky-bucket FIFO of `n` waiting requests instead of a token bucket (needs -rate > 0)")
+	fs.StringVar(&o.journal, "journal", "", "make the run resumable: write each record sent to `file` (JSON lines, fsynced before the record counts as done) and skip the records it lists as uploaded; after Ctrl-C, a crash or a kill, run the same command again")
 	fs.BoolVar(&o.asJSON, "json", false, "print the summary as JSON")
 	fs.BoolVar(&o.naive, "naive", false, "use a plain http.Client that resends at once on 429 instead of throttle (no pacing: not with -rate, -burst or -queue)")
 	err := fs.Parse(args)

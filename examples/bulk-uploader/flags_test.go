@@ -128,5 +128,5 @@ func TestUsageMatchesTheREADME(t *testing.T) {
 		names = append(names, f[1])
 		assert.Contains(t, string(readme), "`-"+f[1], "the README names -%s", f[1])
 	}
-	assert.ElementsMatch(t, []string{"n", "in", "target", "api-key", "method", "workers", "rate", "burst", "queue", "json", "naive"}, names)
+	assert.ElementsMatch(t, []string{"n", "in", "target", "api-key", "method", "workers", "rate", "burst", "queue", "journal", "json", "naive"}, names)
 }

@@ -22,6 +22,11 @@
 // Ctrl-C stops starting records; the ones under way finish and every record
 // is reported as uploaded, failed or not sent. A second Ctrl-C cancels those
 // under way. The exit status is 1 if any record failed, 130 if interrupted.
+//
+// With -journal FILE a run can be resumed: each record sent is appended to
+// FILE and fsynced before it counts as done, and the same command run
+// again skips the records FILE lists as uploaded, whether the run before
+// was stopped by Ctrl-C, a crash or SIGKILL (see journal.go).
 package main
 
 import (
@@ -35,10 +40,8 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/throttlehttp/throttle"
 	"github.com/throttlehttp/throttle/throttletest"
 )
 
@@ -122,10 +125,21 @@ func (a *app) main(stop, abort context.Context, args []string) int {
 		return 2
 	}
 	defer closeIn()
-	s := a.upload(stop, abort, o, recs)
+	var j *journal
+	if o.journal != "" {
+		if j, err = openJournal(o.journal, map[bool]string{true: o.in}[o.in != "-"]); err != nil {
+			a.fail(err)
+			return 2
+		}
+		defer j.close()
+		if j.torn {
+			fmt.Fprintf(a.stderr, "%s: journal %s: dropped its unfinished last line (the run before stopped while writing it)\n", name, o.journal)
+		}
+	}
+	s := a.upload(stop, abort, o, recs, j)
 	s.print(a.stdout, o.asJSON)
 	switch {
-	case s.Failed > 0:
+	case s.Failed > 0 || s.JournalError != "":
 		return 1
 	case s.NotSent > 0:
 		return 130
@@ -145,76 +159,81 @@ func (a *app) fail(err error) {
 
 // upload sends recs to the target of o, or to the embedded demo API, and
 // says how it went.
-func (a *app) upload(stop, abort context.Context, o options, recs []record) summary {
+func (a *app) upload(stop, abort context.Context, o options, recs []record, j *journal) summary {
 	s := summary{Client: "throttle"}
-	var api *throttletest.API
-	var base http.RoundTripper
-	target := o.target
-	quotaRate, quotaBurst := o.rate, o.burst
-	if target == nil {
-		demoURL, demoAPI, demoBase, closeFn := a.demo(demoQuota)
-		defer closeFn()
-		target, _ = url.Parse(demoURL)
-		api, base = demoAPI, demoBase
-		l := demoQuota.Limits[0]
-		quotaRate, quotaBurst = l.Rate, l.Burst
-		s.Target = demoURL + " (embedded demo API: 100 requests/s, bursts of 10)"
-	} else {
-		s.Target = target.Redacted()
+	if j != nil {
+		s.Journal = o.journal
+		recs, s.Skipped = j.skip(recs)
 	}
-	if base == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = o.workers
-		defer tr.CloseIdleConnections()
-		base = tr
-	}
-
-	var throttled atomic.Int64
-	var send sender
-	var rt *throttle.Transport
+	ep, closeEndpoint := a.endpoint(o)
+	defer closeEndpoint()
+	s.Target = ep.name
+	c := newClient(o, ep.base, ep.url)
+	defer c.close()
 	if o.naive {
 		s.Client = "naive (resend at once on 429)"
-		send = naiveWith(&http.Client{Transport: base}, o.method, target, o.apiKey, &throttled)
-	} else {
-		rt = throttle.New(base, throttle.WithPolicy(o.policy()), throttle.WithEvents(func(e throttle.Event) {
-			if e.Kind == throttle.EventThrottled {
-				throttled.Add(1)
-			}
-		}))
-		defer rt.Close()
-		send = uploadWith(&http.Client{Transport: rt}, o.method, target, o.apiKey)
 	}
 
+	// A journal that cannot be written stops the run as Ctrl-C does.
+	stop, stopForJournal := context.WithCancel(stop)
+	defer stopForJournal()
 	start := time.Now()
 	bar := newProgress(a.progress, a.stderr, len(recs), start)
-	var naiveRetries atomic.Int64
-	results := run(stop, abort, recs, o.workers, send, func(r result) {
-		naiveRetries.Add(int64(r.retries))
-		bar.add(time.Now(), throttled.Load())
+	results := run(stop, abort, recs, o.workers, c.send, func(r result) {
+		if j != nil && j.append(entryFor(r)) != nil {
+			stopForJournal()
+		}
+		c.done(r)
+		bar.add(time.Now(), c.throttled.Load())
 	})
 	bar.finish(time.Now(), stop.Err() != nil)
 	s.WallSecs = time.Since(start).Seconds()
+	if j != nil && j.failure() != nil {
+		s.JournalError = j.failure().Error()
+	}
 
-	if rt != nil {
-		st := rt.Stats().Total
-		s.Attempts, s.Throttled, s.Retries, s.WaitSecs = st.Attempts, st.Throttled, st.Retries, st.WaitTime.Seconds()
-	} else {
-		s.Throttled, s.Retries = throttled.Load(), naiveRetries.Load()
-	}
 	s.count(results)
-	s.IdealSecs = ideal(s.Uploaded+s.Failed, quotaBurst, quotaRate).Seconds()
-	if rt == nil {
-		s.Attempts = int64(s.Uploaded+s.Failed) + s.Retries
-		s.PerRecord = 0
-		if sent := s.Uploaded + s.Failed; sent > 0 {
-			s.PerRecord = float64(s.Attempts) / float64(sent)
-		}
-	}
-	if api != nil {
-		t := api.Stats().Total
+	c.tally(&s)
+	s.IdealSecs = ideal(s.Uploaded+s.Failed, ep.quotaBurst, ep.quotaRate).Seconds()
+	if ep.api != nil {
+		t := ep.api.Stats().Total
 		s.Server = &server{Requests: t.Requests, Accepted: t.Accepted, Throttled: t.Throttled, PeakPerSecond: t.PeakPerSecond}
 	}
 	return s
+}
+
+// endpoint is where the records go: -target, or the embedded demo API.
+type endpoint struct {
+	url  *url.URL
+	name string            // for the summary
+	api  *throttletest.API // the demo API, for its own counts; nil for -target
+	base http.RoundTripper // the network
+	// The quota, as far as it is known, for the ideal time.
+	quotaRate  float64
+	quotaBurst int
+}
+
+func (a *app) endpoint(o options) (ep endpoint, closeFn func()) {
+	ep = endpoint{url: o.target, quotaRate: o.rate, quotaBurst: o.burst}
+	closeFn = func() {}
+	if o.target == nil {
+		var demoURL string
+		demoURL, ep.api, ep.base, closeFn = a.demo(demoQuota)
+		ep.url, _ = url.Parse(demoURL)
+		ep.name = demoURL + " (embedded demo API: 100 requests/s, bursts of 10)"
+		l := demoQuota.Limits[0]
+		ep.quotaRate, ep.quotaBurst = l.Rate, l.Burst
+	} else {
+		ep.name = o.target.Redacted()
+	}
+	if ep.base == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = o.workers
+		ep.base = tr
+		closeDemo := closeFn
+		closeFn = func() { tr.CloseIdleConnections(); closeDemo() }
+	}
+	return ep, closeFn
 }
 
 // records reads the records of -in, or makes up -n of them. closeFn

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ type record struct {
 	line int // 1-based line of the input, 0 when generated
 	body func() (io.ReadCloser, error)
 	size int64
+	hash [sha256.Size]byte // of the body: the journal knows a record by its id and hash
 }
 
 // request builds the upload of r to target. GetBody makes it replayable, so
@@ -57,7 +59,7 @@ func generate(n int) []record {
 	for i := range recs {
 		id := strconv.Itoa(i + 1)
 		b := fmt.Appendf(nil, `{"id":%q,"name":"item %d","qty":%d}`, id, i+1, i%7+1)
-		recs[i] = record{id: id, size: int64(len(b)), body: func() (io.ReadCloser, error) {
+		recs[i] = record{id: id, size: int64(len(b)), hash: sha256.Sum256(b), body: func() (io.ReadCloser, error) {
 			return io.NopCloser(bytes.NewReader(b)), nil
 		}}
 	}
@@ -113,7 +115,7 @@ func scanRecords(r io.Reader, name string, body func(content []byte, off int64) 
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		recs = append(recs, record{id: id, line: line, size: int64(len(content)), body: body(content, start)})
+		recs = append(recs, record{id: id, line: line, size: int64(len(content)), hash: sha256.Sum256(content), body: body(content, start)})
 	}
 	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
 		return nil, fmt.Errorf("%s: line %d: longer than %d MiB", name, line+1, maxLine>>20)
