@@ -169,9 +169,13 @@ func (o *options) resolveAPIKey(given bool, getenv func(string) string) error {
 	if !given && getenv != nil {
 		o.apiKey = getenv(apiKeyEnv)
 	}
+	from := "-api-key"
+	if !given {
+		from = "$" + apiKeyEnv
+	}
 	switch {
 	case strings.ContainsFunc(o.apiKey, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }):
-		return fmt.Errorf("%s: a control character cannot go in a header", map[bool]string{true: "-api-key", false: "$" + apiKeyEnv}[given])
+		return fmt.Errorf("%s: a control character cannot go in a header", from)
 	case given || o.apiKey != "":
 		return nil
 	case o.target != nil:

@@ -127,7 +127,11 @@ func (a *app) main(stop, abort context.Context, args []string) int {
 	defer closeIn()
 	var j *journal
 	if o.journal != "" {
-		if j, err = openJournal(o.journal, map[bool]string{true: o.in}[o.in != "-"]); err != nil {
+		inFile := o.in
+		if inFile == "-" {
+			inFile = ""
+		}
+		if j, err = openJournal(o.journal, inFile); err != nil {
 			a.fail(err)
 			return 2
 		}
