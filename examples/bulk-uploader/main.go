@@ -8,14 +8,25 @@
 //
 //	go run ./examples/bulk-uploader
 //
+// Progress goes to stderr: a bar on a terminal, else (a log file, CI) a
+// plain line at each tenth of the records and at least every 10 seconds.
+//
 // Records can also come as JSON lines from a file (-in records.jsonl) or
-// stdin (-in -), and go to a real API (-target https://api.example.com, with
-// -api-key). -naive runs the same job through a plain http.Client that
+// stdin (-in -), and go to a real API (-target https://api.example.com,
+// with -api-key or $BULK_UPLOADER_API_KEY: only the embedded API has a
+// default key). -naive runs the same job through a plain http.Client that
 // resends at once on 429, to show the resend storm the library avoids.
+// Every flag is checked before the first request; bad ones exit with
+// status 2, one line each.
 //
 // Ctrl-C stops starting records; the ones under way finish and every record
 // is reported as uploaded, failed or not sent. A second Ctrl-C cancels those
 // under way. The exit status is 1 if any record failed, 130 if interrupted.
+//
+// With -journal FILE a run can be resumed: each record sent is appended to
+// FILE and fsynced before it counts as done, and the same command run
+// again skips the records FILE lists as uploaded, whether the run before
+// was stopped by Ctrl-C, a crash or SIGKILL (see journal.go).
 package main
 
 import (
@@ -25,15 +36,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
-	"sync/atomic"
+	"strings"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
-	"golang.org/x/time/rate"
-
-	"github.com/throttlehttp/throttle"
 	"github.com/throttlehttp/throttle/throttletest"
 )
 
@@ -49,7 +57,7 @@ var demoQuota = throttletest.Config{
 func main() {
 	stop, abort, cancel := interrupts(os.Stderr)
 	defer cancel()
-	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, progress: true, demo: serveDemo}
+	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, progress: progressFor(os.Stderr), demo: serveDemo}
 	code := a.main(stop, abort, os.Args[1:])
 	cancel()
 	os.Exit(code)
@@ -71,7 +79,7 @@ func interrupts(stderr io.Writer) (stop, abort context.Context, cancel func()) {
 				return
 			}
 			if n == 0 {
-				fmt.Fprintln(stderr, "\ninterrupted: finishing the records under way (Ctrl-C again to cancel them)")
+				fmt.Fprintln(stderr, "\n"+name+": interrupted: finishing the records under way (Ctrl-C again to cancel them)")
 				cancelStop()
 			} else {
 				cancelAbort()
@@ -95,61 +103,10 @@ func serveDemo(cfg throttletest.Config) (target string, api *throttletest.API, b
 type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
-	progress       bool
+	getenv         func(string) string // nil: an empty environment
+	progress       progressMode
 	// demo starts the embedded API; base, if not nil, replaces the network.
 	demo func(throttletest.Config) (target string, api *throttletest.API, base http.RoundTripper, closeFn func())
-}
-
-type options struct {
-	n, workers, burst, queue int
-	in, target, method       string
-	apiKey                   string
-	rate                     float64
-	asJSON, naive            bool
-}
-
-func (a *app) parse(args []string) (options, error) {
-	var o options
-	fs := flag.NewFlagSet("bulk-uploader", flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
-	fs.IntVar(&o.n, "n", 1000, "records to generate when -in is not given")
-	fs.StringVar(&o.in, "in", "", "JSON lines to upload, one record a line (- for stdin)")
-	fs.StringVar(&o.target, "target", "", "API base URL; records go to TARGET/records/ID (default: an embedded demo API)")
-	fs.StringVar(&o.method, "method", http.MethodPut, "PUT or POST")
-	fs.IntVar(&o.workers, "workers", 16, "records uploaded at once")
-	fs.Float64Var(&o.rate, "rate", 100, "requests per second to pace at (0: unpaced, only pauses on 429)")
-	fs.IntVar(&o.burst, "burst", 10, "token-bucket burst")
-	fs.IntVar(&o.queue, "queue", 0, "> 0: a leaky-bucket FIFO of this many waiting requests instead of a token bucket")
-	fs.StringVar(&o.apiKey, "api-key", "demo", "sent as X-API-Key")
-	fs.BoolVar(&o.asJSON, "json", false, "print the summary as JSON")
-	fs.BoolVar(&o.naive, "naive", false, "use a plain http.Client that resends at once on 429 instead of throttle")
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	switch {
-	case fs.NArg() > 0:
-		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
-	case o.method != http.MethodPut && o.method != http.MethodPost:
-		return o, fmt.Errorf("-method %q: want PUT or POST", o.method)
-	case o.workers < 1:
-		return o, errors.New("-workers must be at least 1")
-	case o.n < 0:
-		return o, errors.New("-n must not be negative")
-	}
-	if err := o.policy().Validate(); err != nil {
-		return o, fmt.Errorf("-rate %v -burst %d -queue %d: %w", o.rate, o.burst, o.queue, err)
-	}
-	return o, nil
-}
-
-func (o options) policy() throttle.Policy {
-	if o.rate == 0 {
-		return throttle.Policy{}
-	}
-	if o.queue > 0 {
-		return throttle.Policy{Rate: rate.Limit(o.rate), Queue: o.queue}
-	}
-	return throttle.Policy{Rate: rate.Limit(o.rate), Burst: o.burst}
 }
 
 // main runs the job and returns the exit status.
@@ -159,87 +116,34 @@ func (a *app) main(stop, abort context.Context, args []string) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(a.stderr, "bulk-uploader:", err)
+		a.fail(err)
 		return 2
 	}
-	recs, err := a.records(o)
+	recs, closeIn, err := a.records(o)
 	if err != nil {
-		fmt.Fprintln(a.stderr, "bulk-uploader:", err)
+		a.fail(err)
 		return 2
 	}
-
-	s := summary{Client: "throttle", Target: o.target}
-	var api *throttletest.API
-	var base http.RoundTripper
-	quotaRate, quotaBurst := o.rate, o.burst
-	if o.target == "" {
-		var closeFn func()
-		o.target, api, base, closeFn = a.demo(demoQuota)
-		defer closeFn()
-		l := demoQuota.Limits[0]
-		quotaRate, quotaBurst = l.Rate, l.Burst
-		s.Target = o.target + " (embedded demo API: 100 requests/s, bursts of 10)"
-	}
-	if base == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = o.workers
-		defer tr.CloseIdleConnections()
-		base = tr
-	}
-
-	var throttled atomic.Int64
-	var send sender
-	var rt *throttle.Transport
-	if o.naive {
-		s.Client = "naive (resend at once on 429)"
-		send = naiveWith(&http.Client{Transport: base}, o.method, o.target, o.apiKey, &throttled)
-	} else {
-		rt = throttle.New(base, throttle.WithPolicy(o.policy()), throttle.WithEvents(func(e throttle.Event) {
-			if e.Kind == throttle.EventThrottled {
-				throttled.Add(1)
-			}
-		}))
-		defer rt.Close()
-		send = uploadWith(&http.Client{Transport: rt}, o.method, o.target, o.apiKey)
-	}
-
-	bar := a.bar(len(recs))
-	var naiveRetries atomic.Int64
-	start := time.Now()
-	results := run(stop, abort, recs, o.workers, send, func(r result) {
-		naiveRetries.Add(int64(r.retries))
-		bar.Describe(fmt.Sprintf("uploading (429s: %d)", throttled.Load()))
-		_ = bar.Add(1)
-	})
-	if stop.Err() != nil {
-		_ = bar.Exit() // interrupted: leave the bar where it stopped
-	} else {
-		_ = bar.Finish()
-	}
-	s.WallSecs = time.Since(start).Seconds()
-
-	if rt != nil {
-		st := rt.Stats().Total
-		s.Attempts, s.Throttled, s.Retries, s.WaitSecs = st.Attempts, st.Throttled, st.Retries, st.WaitTime.Seconds()
-	} else {
-		s.Throttled, s.Retries = throttled.Load(), naiveRetries.Load()
-	}
-	s.count(results)
-	s.IdealSecs = ideal(s.Uploaded+s.Failed, quotaBurst, quotaRate).Seconds()
-	if rt == nil {
-		s.Attempts = int64(s.Uploaded+s.Failed) + s.Retries
-		s.PerRecord = 0
-		if sent := s.Uploaded + s.Failed; sent > 0 {
-			s.PerRecord = float64(s.Attempts) / float64(sent)
+	defer closeIn()
+	var j *journal
+	if o.journal != "" {
+		inFile := o.in
+		if inFile == "-" {
+			inFile = ""
+		}
+		if j, err = openJournal(o.journal, inFile); err != nil {
+			a.fail(err)
+			return 2
+		}
+		defer j.close()
+		if j.torn {
+			fmt.Fprintf(a.stderr, "%s: journal %s: dropped its unfinished last line (the run before stopped while writing it)\n", name, o.journal)
 		}
 	}
-	if api != nil {
-		t := api.Stats().Total
-		s.Server = &server{Requests: t.Requests, Accepted: t.Accepted, Throttled: t.Throttled, PeakPerSecond: t.PeakPerSecond}
-	}
+	s := a.upload(stop, abort, o, recs, j)
 	s.print(a.stdout, o.asJSON)
 	switch {
-	case s.Failed > 0:
+	case s.Failed > 0 || s.JournalError != "":
 		return 1
 	case s.NotSent > 0:
 		return 130
@@ -247,36 +151,113 @@ func (a *app) main(stop, abort context.Context, args []string) int {
 	return 0
 }
 
-func (a *app) records(o options) ([]record, error) {
+// fail prints err, one line of it a line, each with the program's name.
+func (a *app) fail(err error) {
+	for line := range strings.Lines(err.Error()) {
+		fmt.Fprint(a.stderr, name+": "+line)
+		if !strings.HasSuffix(line, "\n") {
+			fmt.Fprintln(a.stderr)
+		}
+	}
+}
+
+// upload sends recs to the target of o, or to the embedded demo API, and
+// says how it went.
+func (a *app) upload(stop, abort context.Context, o options, recs []record, j *journal) summary {
+	s := summary{Client: "throttle"}
+	if j != nil {
+		s.Journal = o.journal
+		recs, s.Skipped = j.skip(recs)
+	}
+	ep, closeEndpoint := a.endpoint(o)
+	defer closeEndpoint()
+	s.Target = ep.name
+	c := newClient(o, ep.base, ep.url)
+	defer c.close()
+	if o.naive {
+		s.Client = "naive (resend at once on 429)"
+	}
+
+	// A journal that cannot be written stops the run as Ctrl-C does.
+	stop, stopForJournal := context.WithCancel(stop)
+	defer stopForJournal()
+	start := time.Now()
+	bar := newProgress(a.progress, a.stderr, len(recs), start)
+	results := run(stop, abort, recs, o.workers, c.send, func(r result) {
+		if j != nil && j.append(entryFor(r)) != nil {
+			stopForJournal()
+		}
+		c.done(r)
+		bar.add(time.Now(), c.throttled.Load())
+	})
+	bar.finish(time.Now(), stop.Err() != nil)
+	s.WallSecs = time.Since(start).Seconds()
+	if j != nil && j.failure() != nil {
+		s.JournalError = j.failure().Error()
+	}
+
+	s.count(results)
+	c.tally(&s)
+	s.IdealSecs = ideal(s.Uploaded+s.Failed, ep.quotaBurst, ep.quotaRate).Seconds()
+	if ep.api != nil {
+		t := ep.api.Stats().Total
+		s.Server = &server{Requests: t.Requests, Accepted: t.Accepted, Throttled: t.Throttled, PeakPerSecond: t.PeakPerSecond}
+	}
+	return s
+}
+
+// endpoint is where the records go: -target, or the embedded demo API.
+type endpoint struct {
+	url  *url.URL
+	name string            // for the summary
+	api  *throttletest.API // the demo API, for its own counts; nil for -target
+	base http.RoundTripper // the network
+	// The quota, as far as it is known, for the ideal time.
+	quotaRate  float64
+	quotaBurst int
+}
+
+func (a *app) endpoint(o options) (ep endpoint, closeFn func()) {
+	ep = endpoint{url: o.target, quotaRate: o.rate, quotaBurst: o.burst}
+	closeFn = func() {}
+	if o.target == nil {
+		var demoURL string
+		demoURL, ep.api, ep.base, closeFn = a.demo(demoQuota)
+		ep.url, _ = url.Parse(demoURL)
+		ep.name = demoURL + " (embedded demo API: 100 requests/s, bursts of 10)"
+		l := demoQuota.Limits[0]
+		ep.quotaRate, ep.quotaBurst = l.Rate, l.Burst
+	} else {
+		ep.name = o.target.Redacted()
+	}
+	if ep.base == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = o.workers
+		ep.base = tr
+		closeDemo := closeFn
+		closeFn = func() { tr.CloseIdleConnections(); closeDemo() }
+	}
+	return ep, closeFn
+}
+
+// records reads the records of -in, or makes up -n of them. closeFn
+// closes the input file, which stays open for the run: each record's body
+// is read from it, as often as the record is sent.
+func (a *app) records(o options) (recs []record, closeFn func(), err error) {
 	switch o.in {
 	case "":
-		return generate(o.n), nil
+		return generate(o.n), func() {}, nil
 	case "-":
-		return readAll(a.stdin)
+		recs, err = readAll(a.stdin)
+		return recs, func() {}, err
 	}
 	f, err := os.Open(o.in)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	// The file stays open for the process: each record's body is read from
-	// it, as often as the record is sent.
-	return readFile(f)
-}
-
-func (a *app) bar(n int) *progressbar.ProgressBar {
-	w := a.stderr
-	if !a.progress {
-		w = io.Discard
+	if recs, err = readFile(f); err != nil {
+		f.Close()
+		return nil, nil, err
 	}
-	return progressbar.NewOptions(n,
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription("uploading"),
-		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString("records"),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionShowElapsedTimeOnFinish(),
-		progressbar.OptionSetVisibility(a.progress),
-	)
+	return recs, func() { f.Close() }, nil
 }

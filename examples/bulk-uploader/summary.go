@@ -9,21 +9,26 @@ import (
 
 // summary is what the job did, as printed at the end (and with -json).
 type summary struct {
-	Client     string  `json:"client"` // "throttle" or "naive"
-	Target     string  `json:"target"`
-	Records    int     `json:"records"`
-	Uploaded   int     `json:"uploaded"`
-	Failed     int     `json:"failed"`
-	NotSent    int     `json:"not_sent"`
-	Attempts   int64   `json:"attempts"`
-	PerRecord  float64 `json:"attempts_per_record"`
-	Throttled  int64   `json:"throttled_429"`
-	Retries    int64   `json:"retries"`
-	WaitSecs   float64 `json:"wait_seconds"` // summed over records
-	WallSecs   float64 `json:"wall_seconds"`
-	IdealSecs  float64 `json:"ideal_seconds"`
-	Server     *server `json:"server,omitempty"` // the embedded API's own counts
-	FailedList []fail  `json:"failed_records,omitempty"`
+	Client   string `json:"client"` // "throttle" or "naive"
+	Target   string `json:"target"`
+	Records  int    `json:"records"`
+	Uploaded int    `json:"uploaded"`
+	Failed   int    `json:"failed"`
+	NotSent  int    `json:"not_sent"`
+	Skipped  int    `json:"skipped,omitempty"` // uploaded before, per the journal
+	Journal  string `json:"journal,omitempty"`
+	// JournalError is why the journal could not be written; the run
+	// stopped there.
+	JournalError string  `json:"journal_error,omitempty"`
+	Attempts     int64   `json:"attempts"`
+	PerRecord    float64 `json:"attempts_per_record"`
+	Throttled    int64   `json:"throttled_429"`
+	Retries      int64   `json:"retries"`
+	WaitSecs     float64 `json:"wait_seconds"` // summed over records
+	WallSecs     float64 `json:"wall_seconds"`
+	IdealSecs    float64 `json:"ideal_seconds"`
+	Server       *server `json:"server,omitempty"` // the embedded API's own counts
+	FailedList   []fail  `json:"failed_records,omitempty"`
 }
 
 type server struct {
@@ -48,8 +53,9 @@ func ideal(n, burst int, rate float64) time.Duration {
 	return time.Duration(float64(n-burst) / rate * float64(time.Second))
 }
 
+// count counts the records by outcome.
 func (s *summary) count(results []result) {
-	s.Records = len(results)
+	s.Records = len(results) + s.Skipped
 	for _, r := range results {
 		switch {
 		case !r.sent:
@@ -60,9 +66,6 @@ func (s *summary) count(results []result) {
 			s.Failed++
 			s.FailedList = append(s.FailedList, fail{ID: r.rec.id, Line: r.rec.line, Error: r.err.Error()})
 		}
-	}
-	if sent := s.Uploaded + s.Failed; sent > 0 {
-		s.PerRecord = float64(s.Attempts) / float64(sent)
 	}
 }
 
@@ -78,6 +81,9 @@ func (s *summary) print(w io.Writer, asJSON bool) {
 	}
 	fmt.Fprintf(w, "\n%s upload to %s\n", s.Client, s.Target)
 	p("records", "%d uploaded, %d failed, %d not sent", s.Uploaded, s.Failed, s.NotSent)
+	if s.Skipped > 0 {
+		p("skipped", "%d uploaded before (journal %s)", s.Skipped, s.Journal)
+	}
 	p("attempts sent", "%d (%.3f per record)", s.Attempts, s.PerRecord)
 	p("429s", "%d", s.Throttled)
 	p("retries", "%d", s.Retries)
@@ -96,6 +102,11 @@ func (s *summary) print(w io.Writer, asJSON bool) {
 	} else if wasted > 0 {
 		fmt.Fprintf(w, "  %d requests beyond one per record\n", wasted)
 	}
+	s.printLeft(w)
+}
+
+// printLeft lists what was not uploaded, and says how to send it.
+func (s *summary) printLeft(w io.Writer) {
 	if len(s.FailedList) > 0 {
 		fmt.Fprintf(w, "\nfailed records:\n")
 		for _, f := range s.FailedList {
@@ -106,7 +117,19 @@ func (s *summary) print(w io.Writer, asJSON bool) {
 			}
 		}
 	}
+	if s.JournalError != "" {
+		fmt.Fprintf(w, "\nstopped: %s\n", s.JournalError)
+	}
 	if s.NotSent > 0 {
 		fmt.Fprintf(w, "\ninterrupted: %d records were not sent\n", s.NotSent)
+	}
+	switch left := s.Failed + s.NotSent; {
+	case left > 0 && s.JournalError != "":
+		fmt.Fprintf(w, "to send the %d records not uploaded, run the same command again once the journal can be written: those uploaded since its last line go again too\n", left)
+	case left > 0 && s.Journal != "":
+		fmt.Fprintf(w, "to send the %d records not uploaded, run the same command again: the journal %s skips the %d uploaded\n",
+			left, s.Journal, s.Uploaded+s.Skipped)
+	case s.NotSent > 0:
+		fmt.Fprintln(w, "without -journal a new run sends every record again: with -journal FILE, a stopped run can be resumed")
 	}
 }

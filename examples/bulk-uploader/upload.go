@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/throttlehttp/throttle"
 )
 
 // result is how one record's upload ended. Every record ends in exactly one
@@ -42,6 +45,9 @@ func run(stop, abort context.Context, recs []record, workers int, send sender, d
 		go func() {
 			defer wg.Done()
 			for i := range next {
+				if stop.Err() != nil {
+					continue // handed over as stop came: not sent
+				}
 				results[i] = send(abort, recs[i])
 				results[i].sent = true
 				done(results[i])
@@ -64,10 +70,58 @@ dispatch:
 	return results
 }
 
+// client is the HTTP side of the job: throttle's Transport, or with -naive
+// a plain client that resends at once on 429; and what it counted.
+type client struct {
+	send      sender
+	rt        *throttle.Transport // nil with -naive
+	throttled atomic.Int64        // 429s
+	retries   atomic.Int64        // resends, with -naive
+}
+
+func newClient(o options, base http.RoundTripper, target *url.URL) *client {
+	c := &client{}
+	if o.naive {
+		c.send = naiveWith(&http.Client{Transport: base}, o.method, target, o.apiKey, &c.throttled)
+		return c
+	}
+	c.rt = throttle.New(base, throttle.WithPolicy(o.policy()), throttle.WithEvents(func(e throttle.Event) {
+		if e.Kind == throttle.EventThrottled {
+			c.throttled.Add(1)
+		}
+	}))
+	c.send = uploadWith(&http.Client{Transport: c.rt}, o.method, target, o.apiKey)
+	return c
+}
+
+// done counts a record's resends.
+func (c *client) done(r result) { c.retries.Add(int64(r.retries)) }
+
+// tally adds the client's counts to s, whose records are counted.
+func (c *client) tally(s *summary) {
+	sent := s.Uploaded + s.Failed
+	if c.rt != nil {
+		st := c.rt.Stats().Total
+		s.Attempts, s.Throttled, s.Retries, s.WaitSecs = st.Attempts, st.Throttled, st.Retries, st.WaitTime.Seconds()
+	} else {
+		s.Throttled, s.Retries = c.throttled.Load(), c.retries.Load()
+		s.Attempts = int64(sent) + s.Retries
+	}
+	if sent > 0 {
+		s.PerRecord = float64(s.Attempts) / float64(sent)
+	}
+}
+
+func (c *client) close() {
+	if c.rt != nil {
+		c.rt.Close()
+	}
+}
+
 // uploadWith returns a sender that uploads through client, the way a user of
 // the library would: one request per record, the transport doing the
 // pacing, the pausing and the retries.
-func uploadWith(client *http.Client, method, target, apiKey string) sender {
+func uploadWith(client *http.Client, method string, target *url.URL, apiKey string) sender {
 	return func(ctx context.Context, rec record) result {
 		res := result{rec: rec}
 		req, err := rec.request(method, recordURL(target, rec.id), apiKey)
@@ -93,7 +147,7 @@ func uploadWith(client *http.Client, method, target, apiKey string) sender {
 // naiveWith returns a sender that does what many clients do: resend at once
 // on 429, as often as it takes (up to maxNaive attempts). It shows the
 // resend storm the library avoids.
-func naiveWith(client *http.Client, method, target, apiKey string, throttled *atomic.Int64) sender {
+func naiveWith(client *http.Client, method string, target *url.URL, apiKey string, throttled *atomic.Int64) sender {
 	const maxNaive = 1000
 	upload := uploadWith(client, method, target, apiKey)
 	return func(ctx context.Context, rec record) result {
@@ -111,6 +165,12 @@ func naiveWith(client *http.Client, method, target, apiKey string, throttled *at
 	}
 }
 
-func recordURL(target, id string) string {
-	return strings.TrimSuffix(target, "/") + "/records/" + id
+// recordURL is target/records/ID, the id escaped as one path segment: no
+// character of an id ("/", "?", "#", "%", "..") can add a segment, a query
+// or a fragment. target's own path is kept, and its query.
+func recordURL(target *url.URL, id string) string {
+	u := *target
+	u.Path = strings.TrimSuffix(target.Path, "/") + "/records/" + id
+	u.RawPath = strings.TrimSuffix(target.EscapedPath(), "/") + "/records/" + url.PathEscape(id)
+	return u.String()
 }
