@@ -23,7 +23,7 @@ echo "== bench module (its own go.mod: the peers it measures stay out of ours)"
 (cd bench && go vet ./... && go test -count=1 ./...)
 
 echo "== fuzz (10s each)"
-for pkg in . ./throttletest; do
+for pkg in . ./throttletest ./examples/bulk-uploader; do
 	for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz'); do
 		go test -run '^$' -fuzz "^${target}\$" -fuzztime 10s "$pkg"
 	done
