@@ -81,12 +81,13 @@ const (
 	forgetAfter = time.Minute     // an adapted pace is kept this long after its last change
 )
 
-// adaptation is a key's record of the server's objections.
+// adaptation is a key's record of the server's objections, kept in its
+// trouble: a key never refused has none (its pace and windows are as
+// configured, its ceiling is Policy.Rate).
 type adaptation struct {
 	ceil      rate.Limit // a configured pace climbs back quickly up to this (<= Policy.Rate)
 	cutAdm    uint64     // admissions up to this one were sent before the last episode
 	episodeAt time.Time  // when the last episode began
-	run       int        // answers accepted since then
 	testFrom  rate.Limit // > 0: the last episode cut the pace from this; the next tells whether it helped
 	testRun   int        // the answers accepted before that cut
 	unhelped  int        // cuts in a row that did not help
@@ -97,10 +98,6 @@ type adaptation struct {
 	ceilAt    time.Time  // when the ceiling last moved
 	adjusted  time.Time  // when anything was last lowered or raised
 
-	spanAt  time.Time // answers not refused for the quota are counted from here: the first answer, the last cut or resume
-	spanOK  int
-	spanAdm uint64 // the key's admissions then
-
 	// For a key that learns its pace.
 	since    time.Time // when the last pause began; zero before the first
 	accepted int       // answers that were not throttled since then
@@ -108,27 +105,39 @@ type adaptation struct {
 	growing  bool      // a learned pace still doubling
 }
 
+// evidence is what every key counts of its answers from the first, for the
+// adaptation to read when the server objects.
+type evidence struct {
+	run int // answers accepted since the last episode began
+
+	spanAt  time.Time // answers not refused for the quota are counted from here: the first answer, the last cut or resume
+	spanOK  int
+	spanAdm uint64 // the key's admissions then
+}
+
 // answered counts, at now, an answer that was not a refusal for the quota:
 // accepted, or failed for the server's own trouble (which says nothing of
 // the quota).
-func (a *adaptation) answered(now time.Time) {
-	if a.spanAt.IsZero() {
-		a.spanAt = now // a count from the first answer (admissions from 0)
+func (e *evidence) answered(now time.Time) {
+	if e.spanAt.IsZero() {
+		e.spanAt = now // a count from the first answer (admissions from 0)
 	}
-	a.spanOK++
+	e.spanOK++
 }
 
 // accept counts an answer the server accepted.
-func (a *adaptation) accept() {
-	a.accepted++
-	a.run++
+func (ks *keyState) accept() {
+	ks.ev.run++
+	if ks.tr != nil {
+		ks.tr.adapt.accepted++ // before the first pause, nobody reads it
+	}
 }
 
 // restart begins a new count of accepted answers: the pace was cut, or the
 // key resumed after a pause (the server's bucket is full again). admitted is
 // the key's admissions so far.
-func (a *adaptation) restart(now time.Time, admitted uint64) {
-	a.spanAt, a.spanOK, a.spanAdm = now, 0, admitted
+func (e *evidence) restart(now time.Time, admitted uint64) {
+	e.spanAt, e.spanOK, e.spanAdm = now, 0, admitted
 }
 
 // accepting is the rate the server has been seen to accept since the count
@@ -136,35 +145,35 @@ func (a *adaptation) restart(now time.Time, admitted uint64) {
 // counted long enough, and while the key sent at its pace (a key that sent
 // less says nothing of what the server would have taken). admitted is the
 // key's admissions so far.
-func (a *adaptation) accepting(now time.Time, p rate.Limit, burst int, admitted uint64) (rate.Limit, bool) {
-	span := now.Sub(a.spanAt).Seconds()
+func (e *evidence) accepting(now time.Time, p rate.Limit, burst int, admitted uint64) (rate.Limit, bool) {
+	span := now.Sub(e.spanAt).Seconds()
 	switch {
-	case a.spanAt.IsZero(), span < minEvidence.Seconds(),
+	case e.spanAt.IsZero(), span < minEvidence.Seconds(),
 		span*float64(p) < evidenceBursts*float64(burst),
-		float64(admitted-a.spanAdm) < provenShare*span*float64(p):
+		float64(admitted-e.spanAdm) < provenShare*span*float64(p):
 		return 0, false
 	}
-	return rate.Limit(float64(max(a.spanOK-burst, 0)) / span), true
+	return rate.Limit(float64(max(e.spanOK-burst, 0)) / span), true
 }
 
 // slow reacts to a quota signal for the attempt tk, answered at now: once
 // per episode, it cuts the pace and the windows near their limit, or learns
 // a pace, as the rules above say.
 func (ks *keyState) slow(tk ticket, now time.Time) {
-	a := &ks.adapt
+	a, ev := &ks.troubled().adapt, &ks.ev
 	if tk.probe || tk.adm <= a.cutAdm {
 		return // the probe's pace is no pace; older attempts are the same episode
 	}
 	a.cutAdm = ks.admitted
-	run, recurring := a.run, !a.episodeAt.IsZero() && now.Sub(a.episodeAt) < recurWithin
-	a.run, a.episodeAt = 0, now
+	run, recurring := ev.run, !a.episodeAt.IsZero() && now.Sub(a.episodeAt) < recurWithin
+	ev.run, a.episodeAt = 0, now
 	from, testRun := a.testFrom, a.testRun
 	a.testFrom = 0
 	p := rate.Limit(0)
 	if ks.lim != nil {
 		p = ks.lim.Limit()
 	}
-	if got, ok := a.accepting(now, p, ks.pol.Burst, ks.admitted); ok && !a.learned && got < p*provenShare {
+	if got, ok := ev.accepting(now, p, ks.pol.Burst, ks.admitted); ok && !a.learned && got < p*provenShare {
 		ks.setPace(now, got, max(got, ks.pol.Rate*slowestShare)) // 1: proven lower
 		return
 	}
@@ -194,7 +203,7 @@ func (ks *keyState) slow(tk ticket, now time.Time) {
 		ks.setPace(now, p*slowFactor, p*recurShare)
 	default: // 4: isolated
 		to := p * slowFactor
-		if got, ok := a.accepting(now, p, ks.pol.Burst, ks.admitted); ok {
+		if got, ok := ev.accepting(now, p, ks.pol.Burst, ks.admitted); ok {
 			to = min(p, max(to, got))
 		}
 		ks.setPace(now, to, 0)
@@ -212,7 +221,7 @@ func (ks *keyState) slow(tk ticket, now time.Time) {
 // if that is lower (0: the ceiling stays), within the floor; the quiet spell
 // and the count of accepted answers start again.
 func (ks *keyState) setPace(now time.Time, to, ceil rate.Limit) {
-	a := &ks.adapt
+	a := &ks.troubled().adapt
 	if !a.learned {
 		floor := ks.pol.Rate * slowestShare
 		to = max(to, floor)
@@ -222,14 +231,14 @@ func (ks *keyState) setPace(now time.Time, to, ceil rate.Limit) {
 	}
 	ks.lim.SetLimitAt(now, to)
 	a.quietAt, a.adjusted, a.calming = now, now, true
-	a.restart(now, ks.admitted)
+	ks.ev.restart(now, ks.admitted)
 }
 
 // learn gives an unpaced key without windows a pace, from the answers
 // accepted since its last pause; the first pause (the server's bucket was
 // full when we began) teaches nothing.
 func (ks *keyState) learn(now time.Time) {
-	a := &ks.adapt
+	a := &ks.troubled().adapt
 	if len(ks.wins) > 0 || a.since.IsZero() || a.accepted == 0 {
 		return
 	}
@@ -250,9 +259,12 @@ func (w *windowLog) cut(sent time.Duration, now time.Time) {
 
 // climb raises what was cut, after a quiet spell: called with each accepted
 // answer. A learned pace grows only while it holds requests back (otherwise
-// raising it would prove nothing).
+// raising it would prove nothing). A key never refused has nothing to raise.
 func (ks *keyState) climb(now time.Time) {
-	a := &ks.adapt
+	if ks.tr == nil {
+		return
+	}
+	a := &ks.tr.adapt
 	switch {
 	case ks.lim == nil, a.learned && ks.waiting == 0:
 	case a.growing:
@@ -275,7 +287,7 @@ func (ks *keyState) climb(now time.Time) {
 // climbPace raises a configured pace toward its ceiling, and the ceiling
 // toward Policy.Rate, and reports whether either moved.
 func (ks *keyState) climbPace(now time.Time) bool {
-	a, r := &ks.adapt, ks.pol.Rate
+	a, r := &ks.tr.adapt, ks.pol.Rate
 	raised := false
 	if a.ceil < r && now.Sub(a.ceilAt) >= ceilEvery && now.Sub(a.quietAt) >= ceilEvery {
 		a.ceil, a.ceilAt, raised = min(r, a.ceil+r*ceilShare), now, true
@@ -293,7 +305,7 @@ func (ks *keyState) climbWindows(now time.Time) {
 	for i := range ks.wins {
 		if w := &ks.wins[i]; w.n < w.N && now.Sub(w.movedAt) >= ceilEvery {
 			w.n = min(w.N, w.n+max(1, int(float64(w.N)*ceilShare)))
-			w.movedAt, ks.adapt.adjusted = now, now
+			w.movedAt, ks.tr.adapt.adjusted = now, now
 		}
 	}
 }
@@ -301,9 +313,16 @@ func (ks *keyState) climbWindows(now time.Time) {
 // keep reports whether the key's pace was adapted recently enough to be
 // worth keeping when the key is otherwise idle.
 func (ks *keyState) keep(now time.Time) bool {
-	adapted := ks.adapt.learned || ks.lim != nil && ks.lim.Limit() < ks.pol.Rate
+	if ks.tr == nil {
+		return false // never refused: nothing adapted
+	}
+	a := &ks.tr.adapt
+	adapted := a.learned || ks.lim != nil && ks.lim.Limit() < ks.pol.Rate
 	for i := range ks.wins {
 		adapted = adapted || ks.wins[i].n < ks.wins[i].N
 	}
-	return adapted && now.Sub(ks.adapt.adjusted) < forgetAfter
+	return adapted && now.Sub(a.adjusted) < forgetAfter
 }
+
+// learned reports whether the key's pace was learned, not configured.
+func (ks *keyState) learned() bool { return ks.tr != nil && ks.tr.adapt.learned }

@@ -13,6 +13,10 @@ import (
 // keyState is everything the transport knows about one partition key. Its
 // mutex guards every field but the immutable ones; different keys share no
 // lock.
+//
+// It holds what every key needs from its first request on; what only a key
+// that met trouble needs is in tr, made at the first need (see trouble), so
+// that the many keys that are only ever answered cost little.
 type keyState struct {
 	key string
 	pol *policy
@@ -26,24 +30,48 @@ type keyState struct {
 	head, tail *waiter // the line
 	waiting    int
 	admitted   uint64 // attempts admitted so far: each ticket's number
+	sending    int    // attempts sent, response not yet in
 
+	lat    latency
+	health health
+	ev     evidence // what the answers show the server bears (adapt.go)
+	budget budget
+	tr     *trouble // nil until the key meets trouble
+
+	refs  int  // RoundTrips holding the state
+	used  bool // acquired since the last sweep: spared once
+	dead  bool // evicted: holders of a stale pointer must look it up again
+	stats counts
+}
+
+// trouble is what a key keeps only once it has met trouble: an answer that
+// was a quota signal or a 503, a pause, a retry, a refusal. A key that is
+// only ever answered never makes one.
+type trouble struct {
 	pauseUntil time.Time // the server said: nothing before this
-	pauseBy    string    // which header set the pause
 	probe      probeState
 	probeAt    time.Time // when the probe out was sent
 	probeID    uint64    // its admission number
 	ramp       int       // > 0: at most this many attempts awaiting their response
 	rampAt     time.Time // when the ramp last let one go
-	sending    int       // attempts sent, response not yet in
-	lat        latency
-	health     health
-	adapt      adaptation // the pace's record of the server's objections
-	budget     budget
+	adapt      adaptation
+	stats      rareCounts
+}
 
-	refs  int  // RoundTrips holding the state
-	used  bool // acquired since the last sweep: spared once
-	dead  bool // evicted: holders of a stale pointer must look it up again
-	stats KeyStats
+// troubled returns the key's trouble, made at the first call.
+func (ks *keyState) troubled() *trouble {
+	if ks.tr == nil {
+		ks.tr = &trouble{adapt: adaptation{ceil: ks.pol.Rate}}
+	}
+	return ks.tr
+}
+
+// pausedUntil is the end of the key's pause; zero if it never paused.
+func (ks *keyState) pausedUntil() time.Time {
+	if ks.tr == nil {
+		return time.Time{}
+	}
+	return ks.tr.pauseUntil
 }
 
 type probeState uint8
@@ -65,21 +93,21 @@ var never = time.Unix(1<<62, 0)
 // comes cannot hold the key.
 func (ks *keyState) readyAt(now time.Time, mono time.Duration) (time.Time, string) {
 	at, limit := now, ""
-	if ks.probe == probeOut {
-		if end := ks.probeAt.Add(ks.lat.probeWait()); end.After(at) {
+	if tr := ks.tr; tr != nil && tr.probe == probeOut {
+		if end := tr.probeAt.Add(ks.lat.probeWait()); end.After(at) {
 			at, limit = end, "probe"
 		}
 	}
-	if ks.ramp > 0 && ks.sending >= ks.ramp {
-		if end := ks.rampAt.Add(ks.lat.probeWait()); end.After(at) {
+	if tr := ks.tr; tr != nil && tr.ramp > 0 && ks.sending >= tr.ramp {
+		if end := tr.rampAt.Add(ks.lat.probeWait()); end.After(at) {
 			at, limit = end, "ramp"
 		}
 	}
 	if ks.pol.MaxInFlight > 0 && ks.slots >= ks.pol.MaxInFlight {
 		return never, "in-flight"
 	}
-	if ks.pauseUntil.After(at) {
-		at, limit = ks.pauseUntil, "pause"
+	if until := ks.pausedUntil(); until.After(at) {
+		at, limit = until, "pause"
 	}
 	for i := range ks.wins {
 		// A window's time is absolute: taken at now, then compared, so that
@@ -105,8 +133,8 @@ func (ks *keyState) readyAt(now time.Time, mono time.Duration) (time.Time, strin
 // before it could go: exact for the head, a lower bound behind it.
 func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead int) (time.Time, string) {
 	at, limit := now, ""
-	if ks.pauseUntil.After(at) {
-		at, limit = ks.pauseUntil, "pause"
+	if until := ks.pausedUntil(); until.After(at) {
+		at, limit = until, "pause"
 	}
 	for i := range ks.wins {
 		w := &ks.wins[i]
@@ -126,7 +154,6 @@ func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead int) (ti
 // in-flight slot, and the probe if one is due (or the last one's answer is
 // overdue). readyAt(now) must have said now.
 func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) (tk ticket) {
-	ks.stats.Attempts++
 	ks.admitted++
 	tk.adm, tk.sent, tk.mono = ks.admitted, now, mono
 	if !retry {
@@ -144,13 +171,13 @@ func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) (tk tick
 		ks.slots++
 		tk.slot = true
 	}
-	if ks.probe != probeNone {
-		ks.probe, ks.probeAt, ks.probeID = probeOut, now, tk.adm
+	if tr := ks.tr; tr != nil && tr.probe != probeNone {
+		tr.probe, tr.probeAt, tr.probeID = probeOut, now, tk.adm
 		tk.probe = true
 	}
-	if ks.ramp > 0 {
-		ks.ramp = max(ks.ramp, ks.sending) // past ramp only when the head's answer was overdue
-		ks.rampAt = now
+	if tr := ks.tr; tr != nil && tr.ramp > 0 {
+		tr.ramp = max(tr.ramp, ks.sending) // past ramp only when the head's answer was overdue
+		tr.rampAt = now
 	}
 	return tk
 }
@@ -171,7 +198,7 @@ func (ks *keyState) freeSlot() {
 // go: an idle key draws no retries to limit.)
 func (ks *keyState) idle(now time.Time, mono time.Duration) bool {
 	if ks.refs > 0 || ks.waiting > 0 || ks.sending > 0 ||
-		ks.pauseUntil.After(now) || ks.slots > 0 || ks.keep(now) {
+		ks.pausedUntil().After(now) || ks.slots > 0 || ks.keep(now) {
 		return false
 	}
 	if ks.lim != nil && ks.lim.TokensAt(now) < float64(ks.lim.Burst()) {
@@ -234,7 +261,6 @@ func (t *Transport) acquire(p *policy, key string) *keyState {
 
 func (t *Transport) newKeyState(p *policy, key string) *keyState {
 	ks := &keyState{key: key, pol: p, lim: p.newLimiter()}
-	ks.adapt.ceil = p.Rate
 	if ks.lim != nil && p.Queue == 0 {
 		ks.reserve = ks.lat.reserve(float64(p.Rate), p.Burst)
 	}
@@ -268,7 +294,7 @@ func (k *keys) created(t *Transport, m *sync.Map) {
 			if drop {
 				ks.dead = true
 				k.evicted.Lock()
-				st := ks.stats
+				st := ks.snapshot()
 				st.Queued, st.InFlight, st.Slots, st.Rate = 0, 0, 0, 0 // gauges of the live
 				k.gone.add(&st)
 				k.evicted.Unlock()

@@ -114,7 +114,7 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry b
 		return tk, &WaitError{Key: ks.key, Limit: "closed", Err: ErrClosed}
 	}
 	if ks.pol.Queue > 0 && !retry && ks.waiting >= ks.pol.Queue {
-		ks.stats.RefusedQueueFull++
+		ks.troubled().stats.RefusedQueueFull++
 		ks.mu.Unlock()
 		return tk, &WaitError{Key: ks.key, Limit: "queue", Err: ErrQueueFull}
 	}
@@ -181,8 +181,8 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry b
 // lower bound: waits whose end depends on an answer (a probe, a ramp, an
 // in-flight slot, a window entry still on the wire) count as ending now.
 func (t *Transport) refuse(ks *keyState, now time.Time, ahead int, deadline time.Time, hasDeadline bool) error {
-	if ks.pauseUntil.Sub(now) > t.cfg.retry.MaxRetryAfter {
-		return t.waitError(ks, "pause", ks.pauseUntil, false)
+	if until := ks.pausedUntil(); until.Sub(now) > t.cfg.retry.MaxRetryAfter {
+		return t.waitError(ks, "pause", until, false)
 	}
 	if !hasDeadline {
 		return nil
@@ -197,10 +197,10 @@ func (t *Transport) refuse(ks *keyState, now time.Time, ahead int, deadline time
 // until; late says it was refused for the deadline.
 func (t *Transport) waitError(ks *keyState, limit string, until time.Time, late bool) error {
 	if late {
-		ks.stats.RefusedDeadline++
+		ks.troubled().stats.RefusedDeadline++
 		return &WaitError{Key: ks.key, Limit: limit, Until: until, Err: ErrWouldExceedDeadline}
 	}
-	ks.stats.RefusedPaused++
+	ks.troubled().stats.RefusedPaused++
 	return &WaitError{Key: ks.key, Limit: limit, Until: until, Err: ErrPaused}
 }
 

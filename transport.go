@@ -236,7 +236,7 @@ func (r *request) judge(tk ticket, attempt int, resp *http.Response, err error) 
 // retrying counts and tells a retry that will be made.
 func (r *request) retrying(attempt int, resp *http.Response, err error, delay time.Duration) {
 	r.ks.mu.Lock()
-	r.ks.stats.Retries++
+	r.ks.troubled().stats.Retries++
 	r.ks.mu.Unlock()
 	r.t.emit(Event{Kind: EventRetry, Key: r.ks.key, Attempt: attempt, Status: status(resp), Err: err, Delay: delay})
 }
@@ -339,7 +339,7 @@ func (r *request) freeSlot(resp *http.Response) {
 
 func (r *request) gaveUp(attempt int, resp *http.Response, err error, why string) {
 	r.ks.mu.Lock()
-	r.ks.stats.GaveUp++
+	r.ks.troubled().stats.GaveUp++
 	r.ks.mu.Unlock()
 	r.t.emit(Event{Kind: EventGaveUp, Key: r.ks.key, Attempt: attempt, Status: status(resp), Err: err, Reason: why})
 }
@@ -351,11 +351,11 @@ func (r *request) count(err error) {
 	defer ks.mu.Unlock()
 	switch {
 	case errors.Is(err, ErrClosed):
-		ks.stats.RefusedClosed++
+		ks.troubled().stats.RefusedClosed++
 	case errors.Is(err, ErrQueueFull), errors.Is(err, ErrWouldExceedDeadline), errors.Is(err, ErrPaused):
 		// counted where refused
 	default:
-		ks.stats.Canceled++
+		ks.troubled().stats.Canceled++
 	}
 }
 
