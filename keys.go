@@ -212,12 +212,13 @@ func (ks *keyState) idle(now time.Time, mono time.Duration) bool {
 	return true
 }
 
-// keys maps partition keys to their states, one map per policy, so that
+// keys maps partition keys to their states, one table per policy, so that
 // the same key under two policies never shares a bucket. Lookups of live
-// keys take no lock; idle states are swept out as new keys arrive, so the
-// number of live states stays bounded by the keys in use.
+// keys take only a shard's read lock (see table); idle states are swept out
+// as new keys arrive, so the number of live states stays bounded by the
+// keys in use.
 type keys struct {
-	maps     sync.Map // *policy -> *sync.Map of string -> *keyState
+	maps     sync.Map // *policy -> *table
 	live     atomic.Int64
 	sweepAt  atomic.Int64 // sweep when live reaches this
 	sweeping sync.Mutex
@@ -227,26 +228,26 @@ type keys struct {
 
 const minSweep = 1024
 
-func (k *keys) policyMap(p *policy) *sync.Map {
+func (k *keys) policyMap(p *policy) *table {
 	if m, ok := k.maps.Load(p); ok {
-		return m.(*sync.Map)
+		return m.(*table)
 	}
-	m, _ := k.maps.LoadOrStore(p, new(sync.Map))
-	return m.(*sync.Map)
+	m, _ := k.maps.LoadOrStore(p, newTable())
+	return m.(*table)
 }
 
 // acquire returns the locked-in state of key under p, with a reference held.
 func (t *Transport) acquire(p *policy, key string) *keyState {
 	m := t.keys.policyMap(p)
 	for {
-		v, ok := m.Load(key)
-		if !ok {
-			v, ok = m.LoadOrStore(key, t.newKeyState(p, key))
-			if !ok {
-				t.keys.created(t, m)
+		ks := m.load(key)
+		if ks == nil {
+			var made bool
+			ks, made = m.loadOrStore(key, func() *keyState { return t.newKeyState(p, key) })
+			if made {
+				t.keys.created(t)
 			}
 		}
-		ks := v.(*keyState)
 		ks.mu.Lock()
 		if !ks.dead {
 			ks.refs++
@@ -255,7 +256,7 @@ func (t *Transport) acquire(p *policy, key string) *keyState {
 			return ks
 		}
 		ks.mu.Unlock()
-		m.CompareAndDelete(key, ks)
+		m.remove(key, ks)
 	}
 }
 
@@ -277,7 +278,7 @@ func (t *Transport) newKeyState(p *policy, key string) *keyState {
 // sweep, drops every state that is idle and was not used since the sweep
 // before (a second chance, so keys in steady use are not churned):
 // amortised O(1) per new key, and at most about twice the keys in use live.
-func (k *keys) created(t *Transport, m *sync.Map) {
+func (k *keys) created(t *Transport) {
 	n := k.live.Add(1)
 	if n < max(k.sweepAt.Load(), minSweep) || !k.sweeping.TryLock() {
 		return
@@ -286,9 +287,9 @@ func (k *keys) created(t *Transport, m *sync.Map) {
 	now := time.Now()
 	mono := t.since(now)
 	k.maps.Range(func(_, pm any) bool {
-		pm.(*sync.Map).Range(func(key, v any) bool {
-			ks := v.(*keyState)
+		pm.(*table).each(func(ks *keyState) bool {
 			ks.mu.Lock()
+			defer ks.mu.Unlock()
 			drop := !ks.used && ks.idle(now, mono)
 			ks.used = false
 			if drop {
@@ -298,13 +299,9 @@ func (k *keys) created(t *Transport, m *sync.Map) {
 				st.Queued, st.InFlight, st.Slots, st.Rate = 0, 0, 0, 0 // gauges of the live
 				k.gone.add(&st)
 				k.evicted.Unlock()
-			}
-			ks.mu.Unlock()
-			if drop {
-				pm.(*sync.Map).CompareAndDelete(key, ks)
 				k.live.Add(-1)
 			}
-			return true
+			return drop
 		})
 		return true
 	})

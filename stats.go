@@ -108,10 +108,7 @@ func (t *Transport) Stats() Stats {
 	s.Total = t.keys.gone
 	t.keys.evicted.Unlock()
 	t.keys.maps.Range(func(_, pm any) bool {
-		pm.(interface {
-			Range(func(k, v any) bool)
-		}).Range(func(_, v any) bool {
-			ks := v.(*keyState)
+		pm.(*table).each(func(ks *keyState) bool {
 			ks.mu.Lock()
 			if !ks.dead {
 				st := ks.snapshot()
@@ -122,7 +119,7 @@ func (t *Transport) Stats() Stats {
 				s.Total.add(&st)
 			}
 			ks.mu.Unlock()
-			return true
+			return false
 		})
 		return true
 	})
