@@ -23,7 +23,7 @@ type keyState struct {
 
 	mu         sync.Mutex
 	lim        *rate.Limiter // nil: unpaced (a pace may be learned, see adapt.go)
-	limAt      time.Time     // the latest time lim was used at: its clock never goes back
+	limAt      time.Duration // the latest time lim was used at, from the epoch: its clock never goes back
 	reserve    int           // tokens of Burst held back against jitter (see latency.go)
 	wins       []windowLog
 	slots      int     // in-flight slots held (MaxInFlight > 0)
@@ -50,10 +50,10 @@ type keyState struct {
 type trouble struct {
 	pauseUntil time.Time // the server said: nothing before this
 	probe      probeState
-	probeAt    time.Time // when the probe out was sent
-	probeID    uint64    // its admission number
-	ramp       int       // > 0: at most this many attempts awaiting their response
-	rampAt     time.Time // when the ramp last let one go
+	probeAt    time.Duration // when the probe out was sent, from the epoch
+	probeID    uint64        // its admission number
+	ramp       int           // > 0: at most this many attempts awaiting their response
+	rampAt     time.Duration // when the ramp last let one go, from the epoch
 	adapt      adaptation
 	stats      rareCounts
 }
@@ -61,7 +61,7 @@ type trouble struct {
 // troubled returns the key's trouble, made at the first call.
 func (ks *keyState) troubled() *trouble {
 	if ks.tr == nil {
-		ks.tr = &trouble{adapt: adaptation{ceil: ks.pol.Rate}}
+		ks.tr = &trouble{adapt: newAdaptation(ks.pol.Rate)}
 	}
 	return ks.tr
 }
@@ -94,12 +94,12 @@ var never = time.Unix(1<<62, 0)
 func (ks *keyState) readyAt(now time.Time, mono time.Duration) (time.Time, string) {
 	at, limit := now, ""
 	if tr := ks.tr; tr != nil && tr.probe == probeOut {
-		if end := tr.probeAt.Add(ks.lat.probeWait()); end.After(at) {
+		if end := now.Add(tr.probeAt + ks.lat.probeWait() - mono); end.After(at) {
 			at, limit = end, "probe"
 		}
 	}
 	if tr := ks.tr; tr != nil && tr.ramp > 0 && ks.sending >= tr.ramp {
-		if end := tr.rampAt.Add(ks.lat.probeWait()); end.After(at) {
+		if end := now.Add(tr.rampAt + ks.lat.probeWait() - mono); end.After(at) {
 			at, limit = end, "ramp"
 		}
 	}
@@ -161,7 +161,7 @@ func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) (tk tick
 	}
 	if ks.lim != nil {
 		ks.lim.ReserveN(now, 1) // at most a float error's worth early
-		ks.limAt = now
+		ks.limAt = mono
 	}
 	for i := range ks.wins {
 		ks.wins[i].add(mono, tk.adm)
@@ -172,12 +172,12 @@ func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) (tk tick
 		tk.slot = true
 	}
 	if tr := ks.tr; tr != nil && tr.probe != probeNone {
-		tr.probe, tr.probeAt, tr.probeID = probeOut, now, tk.adm
+		tr.probe, tr.probeAt, tr.probeID = probeOut, mono, tk.adm
 		tk.probe = true
 	}
 	if tr := ks.tr; tr != nil && tr.ramp > 0 {
 		tr.ramp = max(tr.ramp, ks.sending) // past ramp only when the head's answer was overdue
-		tr.rampAt = now
+		tr.rampAt = mono
 	}
 	return tk
 }
@@ -198,7 +198,7 @@ func (ks *keyState) freeSlot() {
 // go: an idle key draws no retries to limit.)
 func (ks *keyState) idle(now time.Time, mono time.Duration) bool {
 	if ks.refs > 0 || ks.waiting > 0 || ks.sending > 0 ||
-		ks.pausedUntil().After(now) || ks.slots > 0 || ks.keep(now) {
+		ks.pausedUntil().After(now) || ks.slots > 0 || ks.keep(mono) {
 		return false
 	}
 	if ks.lim != nil && ks.lim.TokensAt(now) < float64(ks.lim.Burst()) {
@@ -262,6 +262,7 @@ func (t *Transport) acquire(p *policy, key string) *keyState {
 
 func (t *Transport) newKeyState(p *policy, key string) *keyState {
 	ks := &keyState{key: key, pol: p, lim: p.newLimiter()}
+	ks.ev.spanAt = longAgo
 	if ks.lim != nil && p.Queue == 0 {
 		ks.reserve = ks.lat.reserve(float64(p.Rate), p.Burst)
 	}

@@ -65,10 +65,10 @@ func tokenDelay(lim *rate.Limiter, at time.Time, k int) time.Duration {
 // error, either way).
 type windowLog struct {
 	Window
-	n       int        // admitted per window now, <= N
-	movedAt time.Time  // when n was last cut or raised
-	log     []winEntry // len <= N
-	start   int        // index of the oldest when len == N
+	n       int           // admitted per window now, <= N
+	movedAt time.Duration // when n was last cut or raised
+	log     []winEntry    // len <= N
+	start   int           // index of the oldest when len == N
 	latest  time.Duration
 }
 

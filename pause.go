@@ -105,7 +105,7 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	defer ks.mu.Unlock()
 	defer ks.wakeHead()
 	mono := t.since(now)
-	now = ks.clock(now)
+	now, at := ks.clock(now, mono)
 	ks.sending--
 	ks.answered(tk, resp != nil, now, mono)
 	// ok: the server took the request (a 5xx says nothing about the pace).
@@ -114,14 +114,14 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	outage := (resp != nil || failed) && ks.health.record(mono, failed)
 	ks.count(resp, h)
 	if tk.probe {
-		ks.endProbe(tk, ok, now)
+		ks.endProbe(tk, ok, now, at)
 	}
 	if !h.throttled() && (resp != nil || failed) {
-		ks.ev.answered(now) // not refused for the quota: evidence of what it bears
+		ks.ev.answered(at) // not refused for the quota: evidence of what it bears
 	}
 	if ok {
 		ks.accept()
-		ks.climb(now)
+		ks.climb(now, at)
 		if !tk.probe {
 			ks.widenRamp()
 		}
@@ -131,7 +131,7 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	}
 	switch {
 	case h.throttled():
-		ks.slow(tk, now)
+		ks.slow(tk, now, at)
 		ls = ks.pause(h, pause, now)
 	case failed && (outage || ks.health.outage):
 		// The key comes back when the server says; the failed request's own
@@ -152,16 +152,16 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	return ls
 }
 
-// clock returns now, or the latest time the limiter was used at if that is
-// later: now was read before the lock, another attempt may have used the
-// limiter since, and its clock must not go back (x/time/rate would count the
-// time between twice).
-func (ks *keyState) clock(now time.Time) time.Time {
-	if ks.limAt.After(now) {
-		return ks.limAt
+// clock returns now (mono from the epoch), or the latest time the limiter
+// was used at if that is later: now was read before the lock, another
+// attempt may have used the limiter since, and its clock must not go back
+// (x/time/rate would count the time between twice).
+func (ks *keyState) clock(now time.Time, mono time.Duration) (time.Time, time.Duration) {
+	if ks.limAt > mono {
+		return now.Add(ks.limAt - mono), ks.limAt
 	}
-	ks.limAt = now
-	return now
+	ks.limAt = mono
+	return now, mono
 }
 
 // answered closes the attempt's window entries at now, and learns its round
@@ -219,13 +219,13 @@ func (ks *keyState) count(resp *http.Response, h hint) {
 // no pause began while it was out; a failed probe makes the next attempt
 // probe again. (A late answer of a probe whose wait ran out counts as well,
 // if it is good news.)
-func (ks *keyState) endProbe(tk ticket, ok bool, now time.Time) {
+func (ks *keyState) endProbe(tk ticket, ok bool, now time.Time, at time.Duration) {
 	tr := ks.tr // a probe was sent: the key paused
 	switch {
 	case tr == nil || tr.probe == probeNone:
 	case ok && !tr.pauseUntil.After(now):
 		tr.probe = probeNone
-		ks.resume(now)
+		ks.resume(now, at)
 	case tk.adm == tr.probeID:
 		tr.probe = probeDue
 	}
@@ -271,16 +271,16 @@ func (ks *keyState) pause(h hint, d time.Duration, now time.Time) lesson {
 // pacer, whose bucket is emptied so the backlog does not go as one burst, or,
 // with no pacer, ramping up from one request in flight. An outage is over;
 // the pace's count of accepted answers starts again.
-func (ks *keyState) resume(now time.Time) {
+func (ks *keyState) resume(now time.Time, at time.Duration) {
 	tr := ks.troubled() // it paused
 	ks.health.recovered()
-	ks.ev.restart(now, ks.admitted)
+	ks.ev.restart(at, ks.admitted)
 	if tr.adapt.calming {
-		tr.adapt.quietAt, tr.adapt.calming = now, false
+		tr.adapt.quietAt, tr.adapt.calming = at, false
 	}
 	if ks.lim == nil {
 		tr.ramp = 1
-		tr.rampAt = now
+		tr.rampAt = at
 		if tr.ramp > ks.waiting+ks.sending {
 			tr.ramp = 0
 		}
