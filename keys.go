@@ -268,8 +268,8 @@ func (t *Transport) newKeyState(p *policy, key string) *keyState {
 	}
 	if len(p.Windows) > 0 {
 		ks.wins = make([]windowLog, len(p.Windows))
-		for i, w := range p.Windows {
-			ks.wins[i] = newWindowLog(w)
+		for i := range p.Windows {
+			ks.wins[i] = newWindowLog(&p.Windows[i])
 		}
 	}
 	return ks
