@@ -28,20 +28,22 @@ type keyState struct {
 	wins       []windowLog
 	slots      int     // in-flight slots held (MaxInFlight > 0)
 	head, tail *waiter // the line
-	waiting    int
-	admitted   uint64 // attempts admitted so far: each ticket's number
-	sending    int    // attempts sent, response not yet in
+	admitted   uint64  // attempts admitted so far: each ticket's number
+
+	// Counts of goroutines (int32: a key has fewer than 2^31), packed
+	// with the flags into two words.
+	waiting int32 // attempts in the line
+	sending int32 // attempts sent, response not yet in
+	refs    int32 // RoundTrips holding the state
+	used    bool  // acquired since the last sweep: spared once
+	dead    bool  // evicted: holders of a stale pointer must look it up again
 
 	lat    latency
 	health health
 	ev     evidence // what the answers show the server bears (adapt.go)
 	budget budget
 	tr     *trouble // nil until the key meets trouble
-
-	refs  int  // RoundTrips holding the state
-	used  bool // acquired since the last sweep: spared once
-	dead  bool // evicted: holders of a stale pointer must look it up again
-	stats counts
+	stats  counts
 }
 
 // trouble is what a key keeps only once it has met trouble: an answer that
@@ -52,7 +54,7 @@ type trouble struct {
 	probe      probeState
 	probeAt    time.Duration // when the probe out was sent, from the epoch
 	probeID    uint64        // its admission number
-	ramp       int           // > 0: at most this many attempts awaiting their response
+	ramp       int32         // > 0: at most this many attempts awaiting their response
 	rampAt     time.Duration // when the ramp last let one go, from the epoch
 	adapt      adaptation
 	stats      rareCounts

@@ -23,7 +23,7 @@ type waiter struct {
 // insert puts w in the line by arrival order and returns how many are
 // ahead of it.
 func (ks *keyState) insert(w *waiter) int {
-	ahead := ks.waiting
+	ahead := int(ks.waiting)
 	at := ks.tail
 	for at != nil && at.seq > w.seq {
 		at = at.prev
@@ -113,7 +113,7 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, retry b
 		ks.mu.Unlock()
 		return tk, &WaitError{Key: ks.key, Limit: "closed", Err: ErrClosed}
 	}
-	if ks.pol.Queue > 0 && !retry && ks.waiting >= ks.pol.Queue {
+	if ks.pol.Queue > 0 && !retry && int(ks.waiting) >= ks.pol.Queue {
 		ks.troubled().stats.RefusedQueueFull++
 		ks.mu.Unlock()
 		return tk, &WaitError{Key: ks.key, Limit: "queue", Err: ErrQueueFull}
