@@ -94,13 +94,13 @@ type adaptation struct {
 	episodeAt time.Duration // when the last episode began
 	testFrom  rate.Limit    // > 0: the last episode cut the pace from this; the next tells whether it helped
 	testRun   int           // the answers accepted before that cut
-	unhelped  int           // cuts in a row that did not help
-	origin    rate.Limit    // the pace before the first of them
+	origin    rate.Limit    // the pace before the first of the cuts that did not help
 	noiseEnd  time.Duration // until then refusals are taken as the server's noise: episodes only pause
 	quietAt   time.Duration // the pace and windows climb from here: the last cut, climb or pause end
 	ceilAt    time.Duration // when the ceiling last moved
 	adjusted  time.Duration // when anything was last lowered or raised
 	calming   bool          // a cut began the pause in force: its end restarts the quiet spell
+	unhelped  uint8         // cuts in a row that did not help (0 or 1)
 
 	// For a key that learns its pace.
 	learned  bool          // lim was learned, not configured
