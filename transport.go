@@ -46,7 +46,8 @@ var _ http.RoundTripper = (*Transport)(nil)
 //
 // A key's state is dropped once it is idle and holds nothing that matters
 // (bucket full, queue empty, windows expired, not paused), so memory stays
-// bounded however many hosts or keys pass through.
+// bounded however many hosts or keys pass through: see Memory in the package
+// documentation for what keeps a key and what it costs.
 func New(base http.RoundTripper, opts ...Option) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
