@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"math"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -81,54 +82,75 @@ const (
 	forgetAfter = time.Minute     // an adapted pace is kept this long after its last change
 )
 
-// adaptation is a key's record of the server's objections.
+// adaptation is a key's record of the server's objections, kept in its
+// trouble: a key never refused has none (its pace and windows are as
+// configured, its ceiling is Policy.Rate).
+//
+// Its times are offsets from the transport's epoch (8 bytes, not a
+// time.Time's 24); longAgo stands for never.
 type adaptation struct {
-	ceil      rate.Limit // a configured pace climbs back quickly up to this (<= Policy.Rate)
-	cutAdm    uint64     // admissions up to this one were sent before the last episode
-	episodeAt time.Time  // when the last episode began
-	run       int        // answers accepted since then
-	testFrom  rate.Limit // > 0: the last episode cut the pace from this; the next tells whether it helped
-	testRun   int        // the answers accepted before that cut
-	unhelped  int        // cuts in a row that did not help
-	origin    rate.Limit // the pace before the first of them
-	noiseEnd  time.Time  // until then refusals are taken as the server's noise: episodes only pause
-	calming   bool       // a cut began the pause in force: its end restarts the quiet spell
-	quietAt   time.Time  // the pace and windows climb from here: the last cut, climb or pause end
-	ceilAt    time.Time  // when the ceiling last moved
-	adjusted  time.Time  // when anything was last lowered or raised
-
-	spanAt  time.Time // answers not refused for the quota are counted from here: the first answer, the last cut or resume
-	spanOK  int
-	spanAdm uint64 // the key's admissions then
+	ceil      rate.Limit    // a configured pace climbs back quickly up to this (<= Policy.Rate)
+	cutAdm    uint64        // admissions up to this one were sent before the last episode
+	episodeAt time.Duration // when the last episode began
+	testFrom  rate.Limit    // > 0: the last episode cut the pace from this; the next tells whether it helped
+	testRun   int           // the answers accepted before that cut
+	origin    rate.Limit    // the pace before the first of the cuts that did not help
+	noiseEnd  time.Duration // until then refusals are taken as the server's noise: episodes only pause
+	quietAt   time.Duration // the pace and windows climb from here: the last cut, climb or pause end
+	ceilAt    time.Duration // when the ceiling last moved
+	adjusted  time.Duration // when anything was last lowered or raised
+	calming   bool          // a cut began the pause in force: its end restarts the quiet spell
+	unhelped  uint8         // cuts in a row that did not help (0 or 1)
 
 	// For a key that learns its pace.
-	since    time.Time // when the last pause began; zero before the first
-	accepted int       // answers that were not throttled since then
-	learned  bool      // lim was learned, not configured
-	growing  bool      // a learned pace still doubling
+	learned  bool          // lim was learned, not configured
+	growing  bool          // a learned pace still doubling
+	since    time.Duration // when the last pause began; longAgo before the first
+	accepted int           // answers that were not throttled since then
+}
+
+// longAgo is the time, from the epoch, of what never happened: any wait
+// counted from it is over.
+const longAgo = time.Duration(math.MinInt64 / 2)
+
+func newAdaptation(ceil rate.Limit) adaptation {
+	return adaptation{ceil: ceil, episodeAt: longAgo, noiseEnd: longAgo,
+		quietAt: longAgo, ceilAt: longAgo, adjusted: longAgo, since: longAgo}
+}
+
+// evidence is what every key counts of its answers from the first, for the
+// adaptation to read when the server objects.
+type evidence struct {
+	run int // answers accepted since the last episode began
+
+	spanAt  time.Duration // answers not refused for the quota are counted from here: the first answer, the last cut or resume; longAgo before
+	spanOK  int
+	spanAdm uint64 // the key's admissions then
 }
 
 // answered counts, at now, an answer that was not a refusal for the quota:
 // accepted, or failed for the server's own trouble (which says nothing of
 // the quota).
-func (a *adaptation) answered(now time.Time) {
-	if a.spanAt.IsZero() {
-		a.spanAt = now // a count from the first answer (admissions from 0)
+func (e *evidence) answered(now time.Duration) {
+	if e.spanAt == longAgo {
+		e.spanAt = now // a count from the first answer (admissions from 0)
 	}
-	a.spanOK++
+	e.spanOK++
 }
 
 // accept counts an answer the server accepted.
-func (a *adaptation) accept() {
-	a.accepted++
-	a.run++
+func (ks *keyState) accept() {
+	ks.ev.run++
+	if ks.tr != nil {
+		ks.tr.adapt.accepted++ // before the first pause, nobody reads it
+	}
 }
 
 // restart begins a new count of accepted answers: the pace was cut, or the
 // key resumed after a pause (the server's bucket is full again). admitted is
 // the key's admissions so far.
-func (a *adaptation) restart(now time.Time, admitted uint64) {
-	a.spanAt, a.spanOK, a.spanAdm = now, 0, admitted
+func (e *evidence) restart(now time.Duration, admitted uint64) {
+	e.spanAt, e.spanOK, e.spanAdm = now, 0, admitted
 }
 
 // accepting is the rate the server has been seen to accept since the count
@@ -136,36 +158,37 @@ func (a *adaptation) restart(now time.Time, admitted uint64) {
 // counted long enough, and while the key sent at its pace (a key that sent
 // less says nothing of what the server would have taken). admitted is the
 // key's admissions so far.
-func (a *adaptation) accepting(now time.Time, p rate.Limit, burst int, admitted uint64) (rate.Limit, bool) {
-	span := now.Sub(a.spanAt).Seconds()
+func (e *evidence) accepting(now time.Duration, p rate.Limit, burst int, admitted uint64) (rate.Limit, bool) {
+	span := (now - e.spanAt).Seconds()
 	switch {
-	case a.spanAt.IsZero(), span < minEvidence.Seconds(),
+	case e.spanAt == longAgo, span < minEvidence.Seconds(),
 		span*float64(p) < evidenceBursts*float64(burst),
-		float64(admitted-a.spanAdm) < provenShare*span*float64(p):
+		float64(admitted-e.spanAdm) < provenShare*span*float64(p):
 		return 0, false
 	}
-	return rate.Limit(float64(max(a.spanOK-burst, 0)) / span), true
+	return rate.Limit(float64(max(e.spanOK-burst, 0)) / span), true
 }
 
-// slow reacts to a quota signal for the attempt tk, answered at now: once
+// slow reacts to a quota signal for the attempt tk, answered at now (at
+// from the epoch): once
 // per episode, it cuts the pace and the windows near their limit, or learns
 // a pace, as the rules above say.
-func (ks *keyState) slow(tk ticket, now time.Time) {
-	a := &ks.adapt
+func (ks *keyState) slow(tk ticket, now time.Time, at time.Duration) {
+	a, ev := &ks.troubled().adapt, &ks.ev
 	if tk.probe || tk.adm <= a.cutAdm {
 		return // the probe's pace is no pace; older attempts are the same episode
 	}
 	a.cutAdm = ks.admitted
-	run, recurring := a.run, !a.episodeAt.IsZero() && now.Sub(a.episodeAt) < recurWithin
-	a.run, a.episodeAt = 0, now
+	run, recurring := ev.run, at-a.episodeAt < recurWithin
+	ev.run, a.episodeAt = 0, at
 	from, testRun := a.testFrom, a.testRun
 	a.testFrom = 0
 	p := rate.Limit(0)
 	if ks.lim != nil {
 		p = ks.lim.Limit()
 	}
-	if got, ok := a.accepting(now, p, ks.pol.Burst, ks.admitted); ok && !a.learned && got < p*provenShare {
-		ks.setPace(now, got, max(got, ks.pol.Rate*slowestShare)) // 1: proven lower
+	if got, ok := ev.accepting(at, p, ks.pol.Burst, ks.admitted); ok && !a.learned && got < p*provenShare {
+		ks.setPace(now, at, got, max(got, ks.pol.Rate*slowestShare)) // 1: proven lower
 		return
 	}
 	switch {
@@ -175,29 +198,29 @@ func (ks *keyState) slow(tk ticket, now time.Time) {
 	case a.unhelped < 1:
 		a.unhelped++ // did not help, once
 	default: // 2: did not help, twice
-		a.unhelped, a.noiseEnd = 0, now.Add(ceilEvery)
+		a.unhelped, a.noiseEnd = 0, at+ceilEvery
 		a.ceil = min(ks.pol.Rate, max(a.ceil, a.origin))
 	}
-	if now.Before(a.noiseEnd) {
+	if at < a.noiseEnd {
 		return
 	}
 	for i := range ks.wins {
-		ks.wins[i].cut(tk.mono, now)
+		ks.wins[i].cut(tk.mono, at)
 	}
 	switch {
 	case ks.lim == nil:
-		ks.learn(now)
+		ks.learn(at)
 	case a.learned:
 		a.growing = false
-		ks.setPace(now, max(p*slowFactor, slowestRate), 0)
+		ks.setPace(now, at, max(p*slowFactor, slowestRate), 0)
 	case recurring: // 3
-		ks.setPace(now, p*slowFactor, p*recurShare)
+		ks.setPace(now, at, p*slowFactor, p*recurShare)
 	default: // 4: isolated
 		to := p * slowFactor
-		if got, ok := a.accepting(now, p, ks.pol.Burst, ks.admitted); ok {
+		if got, ok := ev.accepting(at, p, ks.pol.Burst, ks.admitted); ok {
 			to = min(p, max(to, got))
 		}
-		ks.setPace(now, to, 0)
+		ks.setPace(now, at, to, 0)
 	}
 	if ks.lim != nil && ks.lim.Limit() <= p*realCut {
 		a.testFrom, a.testRun = p, run
@@ -205,42 +228,42 @@ func (ks *keyState) slow(tk ticket, now time.Time) {
 			a.origin = p
 		}
 	}
-	a.since, a.accepted = now, 0
+	a.since, a.accepted = at, 0
 }
 
 // setPace cuts the pace to to, and the ceiling of a configured pace to ceil
 // if that is lower (0: the ceiling stays), within the floor; the quiet spell
 // and the count of accepted answers start again.
-func (ks *keyState) setPace(now time.Time, to, ceil rate.Limit) {
-	a := &ks.adapt
+func (ks *keyState) setPace(now time.Time, at time.Duration, to, ceil rate.Limit) {
+	a := &ks.troubled().adapt
 	if !a.learned {
 		floor := ks.pol.Rate * slowestShare
 		to = max(to, floor)
 		if ceil > 0 && ceil < a.ceil {
-			a.ceil, a.ceilAt = max(ceil, floor), now
+			a.ceil, a.ceilAt = max(ceil, floor), at
 		}
 	}
 	ks.lim.SetLimitAt(now, to)
-	a.quietAt, a.adjusted, a.calming = now, now, true
-	a.restart(now, ks.admitted)
+	a.quietAt, a.adjusted, a.calming = at, at, true
+	ks.ev.restart(at, ks.admitted)
 }
 
 // learn gives an unpaced key without windows a pace, from the answers
 // accepted since its last pause; the first pause (the server's bucket was
 // full when we began) teaches nothing.
-func (ks *keyState) learn(now time.Time) {
-	a := &ks.adapt
-	if len(ks.wins) > 0 || a.since.IsZero() || a.accepted == 0 {
+func (ks *keyState) learn(now time.Duration) {
+	a := &ks.troubled().adapt
+	if len(ks.wins) > 0 || a.since == longAgo || a.accepted == 0 {
 		return
 	}
-	r := rate.Limit(float64(a.accepted) / now.Sub(a.since).Seconds())
+	r := rate.Limit(float64(a.accepted) / (now - a.since).Seconds())
 	ks.lim = rate.NewLimiter(min(max(r, slowestRate), fastestRate), 1)
 	a.learned, a.growing = true, true
 }
 
 // cut lowers the window's n after a throttled answer to an attempt sent at
 // sent, if the window was near its limit then.
-func (w *windowLog) cut(sent time.Duration, now time.Time) {
+func (w *windowLog) cut(sent, now time.Duration) {
 	if float64(w.count(sent)) < nearShare*float64(w.n) {
 		return
 	}
@@ -249,36 +272,39 @@ func (w *windowLog) cut(sent time.Duration, now time.Time) {
 }
 
 // climb raises what was cut, after a quiet spell: called with each accepted
-// answer. A learned pace grows only while it holds requests back (otherwise
-// raising it would prove nothing).
-func (ks *keyState) climb(now time.Time) {
-	a := &ks.adapt
+// answer, at now (at from the epoch). A learned pace grows only while it holds requests back (otherwise
+// raising it would prove nothing). A key never refused has nothing to raise.
+func (ks *keyState) climb(now time.Time, at time.Duration) {
+	if ks.tr == nil {
+		return
+	}
+	a := &ks.tr.adapt
 	switch {
 	case ks.lim == nil, a.learned && ks.waiting == 0:
 	case a.growing:
-		if now.Sub(a.adjusted) >= growEvery {
+		if at-a.adjusted >= growEvery {
 			ks.lim.SetLimitAt(now, min(2*ks.lim.Limit(), fastestRate))
-			a.adjusted = now
+			a.adjusted = at
 		}
 	case a.learned:
-		if now.Sub(a.adjusted) >= ceilEvery {
+		if at-a.adjusted >= ceilEvery {
 			ks.lim.SetLimitAt(now, min(ks.lim.Limit()*(1+ceilShare), fastestRate))
-			a.adjusted = now
+			a.adjusted = at
 		}
 	}
-	ks.climbWindows(now)
-	if now.Sub(a.quietAt) >= climbEvery && ks.lim != nil && !a.learned && ks.climbPace(now) {
-		a.quietAt, a.adjusted = now, now
+	ks.climbWindows(at)
+	if at-a.quietAt >= climbEvery && ks.lim != nil && !a.learned && ks.climbPace(now, at) {
+		a.quietAt, a.adjusted = at, at
 	}
 }
 
 // climbPace raises a configured pace toward its ceiling, and the ceiling
 // toward Policy.Rate, and reports whether either moved.
-func (ks *keyState) climbPace(now time.Time) bool {
-	a, r := &ks.adapt, ks.pol.Rate
+func (ks *keyState) climbPace(now time.Time, at time.Duration) bool {
+	a, r := &ks.tr.adapt, ks.pol.Rate
 	raised := false
-	if a.ceil < r && now.Sub(a.ceilAt) >= ceilEvery && now.Sub(a.quietAt) >= ceilEvery {
-		a.ceil, a.ceilAt, raised = min(r, a.ceil+r*ceilShare), now, true
+	if a.ceil < r && at-a.ceilAt >= ceilEvery && at-a.quietAt >= ceilEvery {
+		a.ceil, a.ceilAt, raised = min(r, a.ceil+r*ceilShare), at, true
 	}
 	if p := ks.lim.Limit(); p < a.ceil {
 		ks.lim.SetLimitAt(now, min(a.ceil, p+r*climbShare))
@@ -289,21 +315,28 @@ func (ks *keyState) climbPace(now time.Time) bool {
 
 // climbWindows raises each cut window's n by a twentieth of N per quiet 30
 // seconds, up to N.
-func (ks *keyState) climbWindows(now time.Time) {
+func (ks *keyState) climbWindows(now time.Duration) {
 	for i := range ks.wins {
-		if w := &ks.wins[i]; w.n < w.N && now.Sub(w.movedAt) >= ceilEvery {
+		if w := &ks.wins[i]; w.n < w.N && now-w.movedAt >= ceilEvery {
 			w.n = min(w.N, w.n+max(1, int(float64(w.N)*ceilShare)))
-			w.movedAt, ks.adapt.adjusted = now, now
+			w.movedAt, ks.tr.adapt.adjusted = now, now
 		}
 	}
 }
 
 // keep reports whether the key's pace was adapted recently enough to be
 // worth keeping when the key is otherwise idle.
-func (ks *keyState) keep(now time.Time) bool {
-	adapted := ks.adapt.learned || ks.lim != nil && ks.lim.Limit() < ks.pol.Rate
+func (ks *keyState) keep(now time.Duration) bool {
+	if ks.tr == nil {
+		return false // never refused: nothing adapted
+	}
+	a := &ks.tr.adapt
+	adapted := a.learned || ks.lim != nil && ks.lim.Limit() < ks.pol.Rate
 	for i := range ks.wins {
 		adapted = adapted || ks.wins[i].n < ks.wins[i].N
 	}
-	return adapted && now.Sub(ks.adapt.adjusted) < forgetAfter
+	return adapted && now-a.adjusted < forgetAfter
 }
+
+// learned reports whether the key's pace was learned, not configured.
+func (ks *keyState) learned() bool { return ks.tr != nil && ks.tr.adapt.learned }

@@ -163,45 +163,46 @@ func retryableErr(err error) bool {
 }
 
 // budget counts a key's first attempts and budgeted retries over a sliding
-// minute, in six buckets of ten seconds.
+// minute, in six buckets of ten seconds: the one of slot s at s mod 6.
 type budget struct {
-	buckets [6]budgetBucket
+	slot    int64                 // the latest ten seconds counted, since the Unix epoch
+	firsts  [budgetBuckets]uint32 // 2^32 in ten seconds is far beyond any key
+	retries [budgetBuckets]uint32
 }
 
-type budgetBucket struct {
-	slot            int64 // which ten seconds since the epoch
-	firsts, retries int
-}
+const (
+	budgetSpan    = 10 * time.Second
+	budgetBuckets = 6
+)
 
-const budgetSpan = 10 * time.Second
-
-func (b *budget) bucket(now time.Time) *budgetBucket {
+// at moves the budget to now's ten seconds, emptying the buckets of the ten
+// seconds it passes, and returns now's bucket. A clock that went back
+// counts in the latest bucket.
+func (b *budget) at(now time.Time) int64 {
 	slot := now.UnixNano() / int64(budgetSpan)
-	bk := &b.buckets[slot%int64(len(b.buckets))]
-	if bk.slot != slot {
-		bk.slot, bk.firsts, bk.retries = slot, 0, 0
+	for s := max(b.slot+1, slot-budgetBuckets+1); s <= slot; s++ {
+		b.firsts[s%budgetBuckets], b.retries[s%budgetBuckets] = 0, 0
 	}
-	return bk
+	b.slot = max(b.slot, slot)
+	return b.slot % budgetBuckets
 }
 
-func (b *budget) first(now time.Time) { b.bucket(now).firsts++ }
+func (b *budget) first(now time.Time) { b.firsts[b.at(now)]++ }
 
 // spend takes one retry from the budget if it has one.
 func (b *budget) spend(now time.Time, ratio float64, floor int) bool {
 	if ratio < 0 {
 		return true
 	}
-	slot := now.UnixNano() / int64(budgetSpan)
+	i := b.at(now)
 	var firsts, retries int
-	for _, bk := range b.buckets {
-		if slot-bk.slot < int64(len(b.buckets)) {
-			firsts += bk.firsts
-			retries += bk.retries
-		}
+	for j := range budgetBuckets {
+		firsts += int(b.firsts[j])
+		retries += int(b.retries[j])
 	}
 	if float64(retries) >= float64(floor)+ratio*float64(firsts) {
 		return false
 	}
-	b.bucket(now).retries++
+	b.retries[i]++
 	return true
 }

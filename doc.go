@@ -45,4 +45,29 @@
 //
 // [ParseRetryAfter] and [ParseQuota] read the server's signals on their own,
 // for callers who need them outside a Transport.
+//
+// # Memory
+//
+// A Transport keeps a state for each key (each host, or each value of
+// [WithKey]) while that state can still matter, and drops it once the key is
+// idle. A key is kept while a request holds it, waits in its line or is on
+// the wire; while a response body holds one of its MaxInFlight slots; while
+// it is paused (a pause longer than MaxRetryAfter too, until it ends); while
+// its token bucket has not filled again since its last request (Burst/Rate at
+// most); while one of its Windows still counts a request (for Per after the
+// request's answer: an hour, for an hourly quota); and for a minute after its
+// pace or windows were last adapted. An idle key is not dropped at once:
+// idle keys are swept out as new keys arrive, each time the number of live
+// keys has doubled (from 1,024 on), and a key used since the last sweep is
+// spared once, so at most about twice the keys in use are live.
+//
+// A live key costs about 330 bytes unpaced, 400 with a token bucket and 480
+// with a window, plus 16 bytes for each request a window still counts. A key
+// that met trouble (a quota signal, a 503, a pause, a retry, a request
+// refused or canceled) also keeps a record of it (its pause, the adaptation
+// of its pace, its rarer counters): about 580 bytes in all when paused.
+// These are heap bytes per live key, with 100,000 keys that each sent one
+// request (go1.26, amd64), as measured by
+//
+//	go test -run '^$' -bench KeyMemory -benchtime 1x .
 package throttle

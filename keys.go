@@ -13,37 +13,68 @@ import (
 // keyState is everything the transport knows about one partition key. Its
 // mutex guards every field but the immutable ones; different keys share no
 // lock.
+//
+// It holds what every key needs from its first request on; what only a key
+// that met trouble needs is in tr, made at the first need (see trouble), so
+// that the many keys that are only ever answered cost little.
 type keyState struct {
-	key string // as shown: the partition key, or its digest (see shownKey)
-	pol *policy
+	key   string  // the partition key
+	alias *string // shown instead of key when key holds a credential (see shownKey)
+	pol   *policy
 
 	mu         sync.Mutex
 	lim        *rate.Limiter // nil: unpaced (a pace may be learned, see adapt.go)
-	limAt      time.Time     // the latest time lim was used at: its clock never goes back
+	limAt      time.Duration // the latest time lim was used at, from the epoch: its clock never goes back
 	reserve    int           // tokens of Burst held back against jitter (see latency.go)
 	wins       []windowLog
 	slots      int     // in-flight slots held (MaxInFlight > 0)
 	head, tail *waiter // the line
-	waiting    int
-	admitted   uint64 // attempts admitted so far: each ticket's number
+	admitted   uint64  // attempts admitted so far: each ticket's number
 
+	// Counts of goroutines (int32: a key has fewer than 2^31), packed
+	// with the flags into two words.
+	waiting int32 // attempts in the line
+	sending int32 // attempts sent, response not yet in
+	refs    int32 // RoundTrips holding the state
+	used    bool  // acquired since the last sweep: spared once
+	dead    bool  // evicted: holders of a stale pointer must look it up again
+
+	lat    latency
+	health health
+	ev     evidence // what the answers show the server bears (adapt.go)
+	budget budget
+	tr     *trouble // nil until the key meets trouble
+	stats  counts
+}
+
+// trouble is what a key keeps only once it has met trouble: an answer that
+// was a quota signal or a 503, a pause, a retry, a refusal. A key that is
+// only ever answered never makes one.
+type trouble struct {
 	pauseUntil time.Time // the server said: nothing before this
-	pauseBy    string    // which header set the pause
 	probe      probeState
-	probeAt    time.Time // when the probe out was sent
-	probeID    uint64    // its admission number
-	ramp       int       // > 0: at most this many attempts awaiting their response
-	rampAt     time.Time // when the ramp last let one go
-	sending    int       // attempts sent, response not yet in
-	lat        latency
-	health     health
-	adapt      adaptation // the pace's record of the server's objections
-	budget     budget
+	probeAt    time.Duration // when the probe out was sent, from the epoch
+	probeID    uint64        // its admission number
+	ramp       int32         // > 0: at most this many attempts awaiting their response
+	rampAt     time.Duration // when the ramp last let one go, from the epoch
+	adapt      adaptation
+	stats      rareCounts
+}
 
-	refs  int  // RoundTrips holding the state
-	used  bool // acquired since the last sweep: spared once
-	dead  bool // evicted: holders of a stale pointer must look it up again
-	stats KeyStats
+// troubled returns the key's trouble, made at the first call.
+func (ks *keyState) troubled() *trouble {
+	if ks.tr == nil {
+		ks.tr = &trouble{adapt: newAdaptation(ks.pol.Rate)}
+	}
+	return ks.tr
+}
+
+// pausedUntil is the end of the key's pause; zero if it never paused.
+func (ks *keyState) pausedUntil() time.Time {
+	if ks.tr == nil {
+		return time.Time{}
+	}
+	return ks.tr.pauseUntil
 }
 
 type probeState uint8
@@ -65,21 +96,21 @@ var never = time.Unix(1<<62, 0)
 // comes cannot hold the key.
 func (ks *keyState) readyAt(now time.Time, mono time.Duration) (time.Time, holder) {
 	at, h := now, holder{}
-	if ks.probe == probeOut {
-		if end := ks.probeAt.Add(ks.lat.probeWait()); end.After(at) {
+	if tr := ks.tr; tr != nil && tr.probe == probeOut {
+		if end := now.Add(tr.probeAt + ks.lat.probeWait() - mono); end.After(at) {
 			at, h = end, holder{limit: LimitProbe}
 		}
 	}
-	if ks.ramp > 0 && ks.sending >= ks.ramp {
-		if end := ks.rampAt.Add(ks.lat.probeWait()); end.After(at) {
+	if tr := ks.tr; tr != nil && tr.ramp > 0 && ks.sending >= tr.ramp {
+		if end := now.Add(tr.rampAt + ks.lat.probeWait() - mono); end.After(at) {
 			at, h = end, holder{limit: LimitRamp}
 		}
 	}
 	if ks.pol.MaxInFlight > 0 && ks.slots >= ks.pol.MaxInFlight {
 		return never, holder{limit: LimitInFlight}
 	}
-	if ks.pauseUntil.After(at) {
-		at, h = ks.pauseUntil, holder{limit: LimitPause}
+	if until := ks.pausedUntil(); until.After(at) {
+		at, h = until, holder{limit: LimitPause}
 	}
 	for i := range ks.wins {
 		// A window's time is absolute: taken at now, then compared, so that
@@ -87,10 +118,10 @@ func (ks *keyState) readyAt(now time.Time, mono time.Duration) (time.Time, holde
 		w := &ks.wins[i]
 		next := w.nextAt(mono, 0, false)
 		if next == holdsForAnswer {
-			return never, holder{LimitWindow, w.Window}
+			return never, holder{LimitWindow, *w.Window}
 		}
 		if wt := now.Add(next - mono); wt.After(at) {
-			at, h = wt, holder{LimitWindow, w.Window}
+			at, h = wt, holder{LimitWindow, *w.Window}
 		}
 	}
 	if ks.lim != nil {
@@ -111,13 +142,13 @@ type holder struct {
 // before it could go: exact for the head, a lower bound behind it.
 func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead int) (time.Time, holder) {
 	at, h := now, holder{}
-	if ks.pauseUntil.After(at) {
-		at, h = ks.pauseUntil, holder{limit: LimitPause}
+	if until := ks.pausedUntil(); until.After(at) {
+		at, h = until, holder{limit: LimitPause}
 	}
 	for i := range ks.wins {
 		w := &ks.wins[i]
 		if next := w.nextAt(mono, ahead, true); now.Add(next - mono).After(at) {
-			at, h = now.Add(next-mono), holder{LimitWindow, w.Window}
+			at, h = now.Add(next-mono), holder{LimitWindow, *w.Window}
 		}
 	}
 	if ks.lim != nil {
@@ -132,7 +163,6 @@ func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead int) (ti
 // in-flight slot, and the probe if one is due (or the last one's answer is
 // overdue). readyAt(now) must have said now.
 func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) (tk ticket) {
-	ks.stats.Attempts++
 	ks.admitted++
 	tk.adm, tk.sent, tk.mono = ks.admitted, now, mono
 	if !retry {
@@ -140,7 +170,7 @@ func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) (tk tick
 	}
 	if ks.lim != nil {
 		ks.lim.ReserveN(now, 1) // at most a float error's worth early
-		ks.limAt = now
+		ks.limAt = mono
 	}
 	for i := range ks.wins {
 		ks.wins[i].add(mono, tk.adm)
@@ -150,13 +180,13 @@ func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) (tk tick
 		ks.slots++
 		tk.slot = true
 	}
-	if ks.probe != probeNone {
-		ks.probe, ks.probeAt, ks.probeID = probeOut, now, tk.adm
+	if tr := ks.tr; tr != nil && tr.probe != probeNone {
+		tr.probe, tr.probeAt, tr.probeID = probeOut, mono, tk.adm
 		tk.probe = true
 	}
-	if ks.ramp > 0 {
-		ks.ramp = max(ks.ramp, ks.sending) // past ramp only when the head's answer was overdue
-		ks.rampAt = now
+	if tr := ks.tr; tr != nil && tr.ramp > 0 {
+		tr.ramp = max(tr.ramp, ks.sending) // past ramp only when the head's answer was overdue
+		tr.rampAt = mono
 	}
 	return tk
 }
@@ -177,7 +207,7 @@ func (ks *keyState) freeSlot() {
 // go: an idle key draws no retries to limit.)
 func (ks *keyState) idle(now time.Time, mono time.Duration) bool {
 	if ks.refs > 0 || ks.waiting > 0 || ks.sending > 0 ||
-		ks.pauseUntil.After(now) || ks.slots > 0 || ks.keep(now) {
+		ks.pausedUntil().After(now) || ks.slots > 0 || ks.keep(mono) {
 		return false
 	}
 	if ks.lim != nil && ks.lim.TokensAt(now) < float64(ks.lim.Burst()) {
@@ -191,12 +221,13 @@ func (ks *keyState) idle(now time.Time, mono time.Duration) bool {
 	return true
 }
 
-// keys maps partition keys to their states, one map per policy, so that
+// keys maps partition keys to their states, one table per policy, so that
 // the same key under two policies never shares a bucket. Lookups of live
-// keys take no lock; idle states are swept out as new keys arrive, so the
-// number of live states stays bounded by the keys in use.
+// keys take only a shard's read lock (see table); idle states are swept out
+// as new keys arrive, so the number of live states stays bounded by the
+// keys in use.
 type keys struct {
-	maps     sync.Map // *policy -> *sync.Map of string -> *keyState
+	maps     sync.Map // *policy -> *table
 	live     atomic.Int64
 	sweepAt  atomic.Int64 // sweep when live reaches this
 	sweeping sync.Mutex
@@ -206,12 +237,12 @@ type keys struct {
 
 const minSweep = 1024
 
-func (k *keys) policyMap(p *policy) *sync.Map {
+func (k *keys) policyMap(p *policy) *table {
 	if m, ok := k.maps.Load(p); ok {
-		return m.(*sync.Map)
+		return m.(*table)
 	}
-	m, _ := k.maps.LoadOrStore(p, new(sync.Map))
-	return m.(*sync.Map)
+	m, _ := k.maps.LoadOrStore(p, newTable())
+	return m.(*table)
 }
 
 // acquire returns the locked-in state of key, the partition key of req,
@@ -219,18 +250,22 @@ func (k *keys) policyMap(p *policy) *sync.Map {
 func (t *Transport) acquire(p *policy, key string, req *http.Request) *keyState {
 	m := t.keys.policyMap(p)
 	for {
-		v, ok := m.Load(key)
-		if !ok {
-			shown := key
-			if t.cfg.key != nil {
-				shown = shownKey(req, key)
-			}
-			v, ok = m.LoadOrStore(key, t.newKeyState(p, shown))
-			if !ok {
-				t.keys.created(t, m)
+		ks := m.load(key)
+		if ks == nil {
+			var made bool
+			ks, made = m.loadOrStore(key, func() *keyState {
+				ks := t.newKeyState(p, key)
+				if t.cfg.key != nil {
+					if shown := shownKey(req, key); shown != key {
+						ks.alias = &shown
+					}
+				}
+				return ks
+			})
+			if made {
+				t.keys.created(t)
 			}
 		}
-		ks := v.(*keyState)
 		ks.mu.Lock()
 		if !ks.dead {
 			ks.refs++
@@ -239,20 +274,28 @@ func (t *Transport) acquire(p *policy, key string, req *http.Request) *keyState 
 			return ks
 		}
 		ks.mu.Unlock()
-		m.CompareAndDelete(key, ks)
+		m.remove(key, ks)
 	}
+}
+
+// name is the key as shown in errors, events and Stats.
+func (ks *keyState) name() string {
+	if ks.alias != nil {
+		return *ks.alias
+	}
+	return ks.key
 }
 
 func (t *Transport) newKeyState(p *policy, key string) *keyState {
 	ks := &keyState{key: key, pol: p, lim: p.newLimiter()}
-	ks.adapt.ceil = p.Rate
+	ks.ev.spanAt = longAgo
 	if ks.lim != nil && p.Queue == 0 {
 		ks.reserve = ks.lat.reserve(float64(p.Rate), p.Burst)
 	}
 	if len(p.Windows) > 0 {
 		ks.wins = make([]windowLog, len(p.Windows))
-		for i, w := range p.Windows {
-			ks.wins[i] = newWindowLog(w)
+		for i := range p.Windows {
+			ks.wins[i] = newWindowLog(&p.Windows[i])
 		}
 	}
 	return ks
@@ -262,7 +305,7 @@ func (t *Transport) newKeyState(p *policy, key string) *keyState {
 // sweep, drops every state that is idle and was not used since the sweep
 // before (a second chance, so keys in steady use are not churned):
 // amortised O(1) per new key, and at most about twice the keys in use live.
-func (k *keys) created(t *Transport, m *sync.Map) {
+func (k *keys) created(t *Transport) {
 	n := k.live.Add(1)
 	if n < max(k.sweepAt.Load(), minSweep) || !k.sweeping.TryLock() {
 		return
@@ -271,25 +314,21 @@ func (k *keys) created(t *Transport, m *sync.Map) {
 	now := time.Now()
 	mono := t.since(now)
 	k.maps.Range(func(_, pm any) bool {
-		pm.(*sync.Map).Range(func(key, v any) bool {
-			ks := v.(*keyState)
+		pm.(*table).each(func(ks *keyState) bool {
 			ks.mu.Lock()
+			defer ks.mu.Unlock()
 			drop := !ks.used && ks.idle(now, mono)
 			ks.used = false
 			if drop {
 				ks.dead = true
 				k.evicted.Lock()
-				st := ks.stats
+				st := ks.snapshot()
 				st.Queued, st.InFlight, st.Slots, st.Rate = 0, 0, 0, 0 // gauges of the live
 				k.gone.add(&st)
 				k.evicted.Unlock()
-			}
-			ks.mu.Unlock()
-			if drop {
-				pm.(*sync.Map).CompareAndDelete(key, ks)
 				k.live.Add(-1)
 			}
-			return true
+			return drop
 		})
 		return true
 	})

@@ -74,7 +74,9 @@ func WithHostPolicy(pattern string, p Policy) Option {
 // Policy) share one bucket or queue, windows and pause. The function must be
 // cheap and must not modify the request. nil, the default: the target host,
 // lower-cased, with the port kept only when it is not the scheme's default
-// ("api.example.com", "localhost:8080").
+// ("api.example.com", "localhost:8080"). Each key in use costs some hundreds
+// of bytes while it matters (an hour after its last request, under an
+// hourly window): see Memory in the package documentation.
 //
 // Keys are shown: in WaitError.Key, Event.Key and Stats().Keys, and so in
 // every log line and error message. To partition by API token, use

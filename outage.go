@@ -32,8 +32,8 @@ const (
 type health struct {
 	failed uint32
 	n      uint8         // answers recorded, <= outageAnswers
-	last   time.Duration // when the newest was recorded, from the epoch
 	outage bool          // the key is paused for an outage
+	last   time.Duration // when the newest was recorded, from the epoch
 }
 
 // record adds an answer at now and reports whether failures now dominate.

@@ -67,11 +67,11 @@ func tokenDelay(lim *rate.Limiter, at time.Time, k int) time.Duration {
 // holds the window until it has one (the attempt ends with a response or an
 // error, either way).
 type windowLog struct {
-	Window
-	n       int        // admitted per window now, <= N
-	movedAt time.Time  // when n was last cut or raised
-	log     []winEntry // len <= N
-	start   int        // index of the oldest when len == N
+	*Window               // the policy's
+	n       int           // admitted per window now, <= N
+	movedAt time.Duration // when n was last cut or raised
+	log     []winEntry    // len <= N
+	start   int           // index of the oldest when len == N
 	latest  time.Duration
 }
 
@@ -82,7 +82,7 @@ type winEntry struct {
 	open bool          // no answer yet
 }
 
-func newWindowLog(w Window) windowLog {
+func newWindowLog(w *Window) windowLog {
 	return windowLog{Window: w, n: w.N}
 }
 

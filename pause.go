@@ -105,7 +105,7 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	defer ks.mu.Unlock()
 	defer ks.wakeHead()
 	mono := t.since(now)
-	now = ks.clock(now)
+	now, at := ks.clock(now, mono)
 	ks.sending--
 	ks.answered(tk, resp != nil, now, mono)
 	// ok: the server took the request (a 5xx says nothing about the pace).
@@ -114,24 +114,24 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	outage := (resp != nil || failed) && ks.health.record(mono, failed)
 	ks.count(resp, h)
 	if tk.probe {
-		ks.endProbe(tk, ok, now)
+		ks.endProbe(tk, ok, now, at)
 	}
 	if !h.throttled() && (resp != nil || failed) {
-		ks.adapt.answered(now) // not refused for the quota: evidence of what it bears
+		ks.ev.answered(at) // not refused for the quota: evidence of what it bears
 	}
 	if ok {
-		ks.adapt.accept()
-		ks.climb(now)
+		ks.accept()
+		ks.climb(now, at)
 		if !tk.probe {
 			ks.widenRamp()
 		}
 	}
-	if ks.ramp > ks.waiting+ks.sending {
-		ks.ramp = 0 // no backlog left to hold back
+	if tr := ks.tr; tr != nil && tr.ramp > ks.waiting+ks.sending {
+		tr.ramp = 0 // no backlog left to hold back
 	}
 	switch {
 	case h.throttled():
-		ks.slow(tk, now)
+		ks.slow(tk, now, at)
 		ls = ks.pause(h, pause, now)
 	case failed && (outage || ks.health.outage):
 		// The key comes back when the server says; the failed request's own
@@ -142,26 +142,26 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 		ls = ks.pause(h, pause, now)
 		if !ls.until.IsZero() && !ks.health.outage {
 			ks.health.outage = true
-			ks.stats.Outages++
+			ks.troubled().stats.Outages++
 		}
 		ls.outage = ks.health.outage
 	}
-	if ks.pauseUntil.After(now) {
-		ls.held = ks.pauseUntil
+	if until := ks.pausedUntil(); until.After(now) {
+		ls.held = until
 	}
 	return ls
 }
 
-// clock returns now, or the latest time the limiter was used at if that is
-// later: now was read before the lock, another attempt may have used the
-// limiter since, and its clock must not go back (x/time/rate would count the
-// time between twice).
-func (ks *keyState) clock(now time.Time) time.Time {
-	if ks.limAt.After(now) {
-		return ks.limAt
+// clock returns now (mono from the epoch), or the latest time the limiter
+// was used at if that is later: now was read before the lock, another
+// attempt may have used the limiter since, and its clock must not go back
+// (x/time/rate would count the time between twice).
+func (ks *keyState) clock(now time.Time, mono time.Duration) (time.Time, time.Duration) {
+	if ks.limAt > mono {
+		return now.Add(ks.limAt - mono), ks.limAt
 	}
-	ks.limAt = now
-	return now
+	ks.limAt = mono
+	return now, mono
 }
 
 // answered closes the attempt's window entries at now, and learns its round
@@ -174,7 +174,7 @@ func (ks *keyState) answered(tk ticket, response bool, now time.Time, mono time.
 		return
 	}
 	ks.lat.observe(now.Sub(tk.sent))
-	if ks.lim == nil || ks.pol.Queue > 0 || ks.adapt.learned {
+	if ks.lim == nil || ks.pol.Queue > 0 || ks.learned() {
 		return
 	}
 	// The reserve only grows: a key sending at its pace keeps the server's
@@ -209,9 +209,9 @@ func takeTokens(lim *rate.Limiter, now time.Time, n int) {
 func (ks *keyState) count(resp *http.Response, h hint) {
 	switch {
 	case h.throttled():
-		ks.stats.Throttled++
+		ks.troubled().stats.Throttled++
 	case resp != nil && resp.StatusCode == http.StatusServiceUnavailable:
-		ks.stats.Unavailable++
+		ks.troubled().stats.Unavailable++
 	}
 }
 
@@ -219,26 +219,28 @@ func (ks *keyState) count(resp *http.Response, h hint) {
 // no pause began while it was out; a failed probe makes the next attempt
 // probe again. (A late answer of a probe whose wait ran out counts as well,
 // if it is good news.)
-func (ks *keyState) endProbe(tk ticket, ok bool, now time.Time) {
+func (ks *keyState) endProbe(tk ticket, ok bool, now time.Time, at time.Duration) {
+	tr := ks.tr // a probe was sent: the key paused
 	switch {
-	case ks.probe == probeNone:
-	case ok && !ks.pauseUntil.After(now):
-		ks.probe = probeNone
-		ks.resume(now)
-	case tk.adm == ks.probeID:
-		ks.probe = probeDue
+	case tr == nil || tr.probe == probeNone:
+	case ok && !tr.pauseUntil.After(now):
+		tr.probe = probeNone
+		ks.resume(now, at)
+	case tk.adm == tr.probeID:
+		tr.probe = probeDue
 	}
 }
 
 // widenRamp lets one more attempt go per good answer after a pause, which
 // doubles the attempts in flight per round trip, until no backlog is left.
 func (ks *keyState) widenRamp() {
-	if ks.ramp == 0 {
+	tr := ks.tr
+	if tr == nil || tr.ramp == 0 {
 		return
 	}
-	ks.ramp++
-	if ks.ramp > ks.waiting+ks.sending {
-		ks.ramp = 0
+	tr.ramp++
+	if tr.ramp > ks.waiting+ks.sending {
+		tr.ramp = 0
 	}
 }
 
@@ -246,20 +248,21 @@ func (ks *keyState) widenRamp() {
 // and says so; a pause that begins makes the next attempt a probe.
 func (ks *keyState) pause(h hint, d time.Duration, now time.Time) lesson {
 	until := now.Add(d)
-	if d <= 0 || !until.After(ks.pauseUntil) {
+	if d <= 0 || !until.After(ks.pausedUntil()) {
 		return lesson{}
 	}
 	source := "backoff"
 	if h.hasWait {
 		source = h.source
 	}
-	if !ks.pauseUntil.After(now) {
-		ks.stats.Pauses++
+	tr := ks.troubled()
+	if !tr.pauseUntil.After(now) {
+		tr.stats.Pauses++
 	}
-	ks.pauseUntil, ks.pauseBy = until, source
-	ks.ramp = 0
-	if ks.probe == probeNone {
-		ks.probe = probeDue
+	tr.pauseUntil = until
+	tr.ramp = 0
+	if tr.probe == probeNone {
+		tr.probe = probeDue
 	}
 	return lesson{until: until, source: source}
 }
@@ -268,17 +271,18 @@ func (ks *keyState) pause(h hint, d time.Duration, now time.Time) lesson {
 // pacer, whose bucket is emptied so the backlog does not go as one burst, or,
 // with no pacer, ramping up from one request in flight. An outage is over;
 // the pace's count of accepted answers starts again.
-func (ks *keyState) resume(now time.Time) {
+func (ks *keyState) resume(now time.Time, at time.Duration) {
+	tr := ks.troubled() // it paused
 	ks.health.recovered()
-	ks.adapt.restart(now, ks.admitted)
-	if ks.adapt.calming {
-		ks.adapt.quietAt, ks.adapt.calming = now, false
+	ks.ev.restart(at, ks.admitted)
+	if tr.adapt.calming {
+		tr.adapt.quietAt, tr.adapt.calming = at, false
 	}
 	if ks.lim == nil {
-		ks.ramp = 1
-		ks.rampAt = now
-		if ks.ramp > ks.waiting+ks.sending {
-			ks.ramp = 0
+		tr.ramp = 1
+		tr.rampAt = at
+		if tr.ramp > ks.waiting+ks.sending {
+			tr.ramp = 0
 		}
 		return
 	}

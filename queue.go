@@ -23,7 +23,7 @@ type waiter struct {
 // insert puts w in the line by arrival order and returns how many are
 // ahead of it.
 func (ks *keyState) insert(w *waiter) int {
-	ahead := ks.waiting
+	ahead := int(ks.waiting)
 	at := ks.tail
 	for at != nil && at.seq > w.seq {
 		at = at.prev
@@ -100,7 +100,7 @@ type ticket struct {
 func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt int, last time.Time) (tk ticket, err error) {
 	start, retry := time.Now(), attempt > 1
 	fail := func(h holder, until time.Time, err error) error {
-		return &WaitError{Key: ks.key, Attempt: attempt, Limit: h.limit, Window: h.win, Until: until, Err: err}
+		return &WaitError{Key: ks.name(), Attempt: attempt, Limit: h.limit, Window: h.win, Until: until, Err: err}
 	}
 	if err := ctx.Err(); err != nil {
 		return tk, fail(holder{}, time.Time{}, err)
@@ -120,8 +120,8 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt
 		ks.mu.Unlock()
 		return tk, fail(holder{}, time.Time{}, ErrClosed)
 	}
-	if ks.pol.Queue > 0 && !retry && ks.waiting >= ks.pol.Queue {
-		ks.stats.RefusedQueueFull++
+	if ks.pol.Queue > 0 && !retry && int(ks.waiting) >= ks.pol.Queue {
+		ks.troubled().stats.RefusedQueueFull++
 		ks.mu.Unlock()
 		return tk, fail(holder{limit: LimitQueue}, time.Time{}, ErrQueueFull)
 	}
@@ -160,7 +160,7 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt
 			}
 			werr := t.refuse(ks, now, 0, deadline, hasDeadline, last, fail)
 			if werr == nil && !last.IsZero() && !now.Before(last) { // an end not known in advance
-				ks.stats.RefusedDeadline++
+				ks.troubled().stats.RefusedDeadline++
 				werr = fail(h, time.Time{}, ErrMaxElapsed)
 			}
 			if werr != nil {
@@ -180,7 +180,7 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt
 		ks.mu.Lock()
 		now = time.Now()
 		if err == nil && ks.head != w && !last.IsZero() && !now.Before(last) {
-			ks.stats.RefusedDeadline++
+			ks.troubled().stats.RefusedDeadline++
 			err = ErrMaxElapsed
 		}
 		if err != nil {
@@ -198,9 +198,9 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt
 // in-flight slot, a window entry still on the wire) count as ending now.
 func (t *Transport) refuse(ks *keyState, now time.Time, ahead int, deadline time.Time, hasDeadline bool,
 	last time.Time, fail func(holder, time.Time, error) error) error {
-	if ks.pauseUntil.Sub(now) > t.cfg.retry.MaxRetryAfter {
-		ks.stats.RefusedPaused++
-		return fail(holder{limit: LimitPause}, ks.pauseUntil, ErrPaused)
+	if until := ks.pausedUntil(); until.Sub(now) > t.cfg.retry.MaxRetryAfter {
+		ks.troubled().stats.RefusedPaused++
+		return fail(holder{limit: LimitPause}, until, ErrPaused)
 	}
 	if !hasDeadline && last.IsZero() {
 		return nil
@@ -208,10 +208,10 @@ func (t *Transport) refuse(ks *keyState, now time.Time, ahead int, deadline time
 	at, h := ks.lowerBound(now, t.since(now), ahead)
 	switch {
 	case hasDeadline && at.After(deadline):
-		ks.stats.RefusedDeadline++
+		ks.troubled().stats.RefusedDeadline++
 		return fail(h, at, ErrWouldExceedDeadline)
 	case !last.IsZero() && at.After(last):
-		ks.stats.RefusedDeadline++
+		ks.troubled().stats.RefusedDeadline++
 		return fail(h, at, ErrMaxElapsed)
 	}
 	return nil

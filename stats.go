@@ -63,6 +63,41 @@ func (s *KeyStats) add(o *KeyStats) {
 	s.Canceled += o.Canceled
 }
 
+// A key keeps only the counters that every request moves; the gauges are
+// read off its state, Attempts is its count of admissions, and the rest,
+// which a quiet key never moves, wait in its trouble.
+type counts struct {
+	Requests, Waited int64
+	WaitTime         time.Duration
+}
+
+// rareCounts are the counters of KeyStats that only trouble moves.
+type rareCounts struct {
+	Throttled, Unavailable, Retries, Pauses, Outages, GaveUp int64
+
+	RefusedQueueFull, RefusedDeadline, RefusedPaused, RefusedClosed, Canceled int64
+}
+
+// snapshot returns the key's KeyStats now.
+func (ks *keyState) snapshot() KeyStats {
+	s := KeyStats{
+		Requests: ks.stats.Requests, Attempts: int64(ks.admitted),
+		Waited: ks.stats.Waited, WaitTime: ks.stats.WaitTime,
+		Queued: int(ks.waiting), InFlight: int(ks.sending), Slots: ks.slots,
+	}
+	if ks.lim != nil {
+		s.Rate = ks.lim.Limit()
+	}
+	if tr := ks.tr; tr != nil {
+		r := &tr.stats
+		s.Throttled, s.Unavailable, s.Retries = r.Throttled, r.Unavailable, r.Retries
+		s.Pauses, s.Outages, s.GaveUp = r.Pauses, r.Outages, r.GaveUp
+		s.RefusedQueueFull, s.RefusedDeadline, s.RefusedPaused = r.RefusedQueueFull, r.RefusedDeadline, r.RefusedPaused
+		s.RefusedClosed, s.Canceled = r.RefusedClosed, r.Canceled
+	}
+	return s
+}
+
 // Stats returns a snapshot of the counters. It locks each key in turn, so
 // call it for reporting, not on every request.
 func (t *Transport) Stats() Stats {
@@ -73,26 +108,18 @@ func (t *Transport) Stats() Stats {
 	s.Total = t.keys.gone
 	t.keys.evicted.Unlock()
 	t.keys.maps.Range(func(_, pm any) bool {
-		pm.(interface {
-			Range(func(k, v any) bool)
-		}).Range(func(_, v any) bool {
-			ks := v.(*keyState)
+		pm.(*table).each(func(ks *keyState) bool {
 			ks.mu.Lock()
 			if !ks.dead {
-				ks.stats.Queued = ks.waiting
-				ks.stats.InFlight = ks.sending
-				ks.stats.Slots = ks.slots
-				if ks.lim != nil {
-					ks.stats.Rate = ks.lim.Limit()
-				}
-				k := s.Keys[ks.key]
-				k.add(&ks.stats)
-				k.Rate = max(k.Rate, ks.stats.Rate) // a pace is not a sum
-				s.Keys[ks.key] = k
-				s.Total.add(&ks.stats)
+				st := ks.snapshot()
+				k := s.Keys[ks.name()]
+				k.add(&st)
+				k.Rate = max(k.Rate, st.Rate) // a pace is not a sum
+				s.Keys[ks.name()] = k
+				s.Total.add(&st)
 			}
 			ks.mu.Unlock()
-			return true
+			return false
 		})
 		return true
 	})

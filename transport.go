@@ -48,7 +48,8 @@ var _ http.RoundTripper = (*Transport)(nil)
 //
 // A key's state is dropped once it is idle and holds nothing that matters
 // (bucket full, queue empty, windows expired, not paused), so memory stays
-// bounded however many hosts or keys pass through.
+// bounded however many hosts or keys pass through: see Memory in the package
+// documentation for what keeps a key and what it costs.
 func New(base http.RoundTripper, opts ...Option) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
@@ -182,7 +183,7 @@ func (r *request) do() (*http.Response, error) {
 		o := r.judge(tk, attempt, resp, err)
 		if !o.retryable {
 			if err != nil && attempt > 1 {
-				err = fmt.Errorf("throttle: key %q: after %d attempts: %w", r.ks.key, attempt, err)
+				err = fmt.Errorf("throttle: key %q: after %d attempts: %w", r.ks.name(), attempt, err)
 			}
 			inHand = nil
 			return resp, err
@@ -191,7 +192,7 @@ func (r *request) do() (*http.Response, error) {
 		if why != "" {
 			r.gaveUp(attempt, resp, err, why)
 			if err != nil {
-				err = fmt.Errorf("throttle: key %q: gave up after %d attempts (%s): %w", r.ks.key, attempt, why, err)
+				err = fmt.Errorf("throttle: key %q: gave up after %d attempts (%s): %w", r.ks.name(), attempt, why, err)
 			}
 			inHand = nil
 			return resp, err
@@ -203,7 +204,7 @@ func (r *request) do() (*http.Response, error) {
 		if werr := r.backOff(o); werr != nil {
 			closeBody(send)
 			r.count(werr)
-			return nil, &WaitError{Key: r.ks.key, Attempt: attempt + 1, Limit: LimitBackoff, Until: o.now.Add(o.delay), Err: werr}
+			return nil, &WaitError{Key: r.ks.name(), Attempt: attempt + 1, Limit: LimitBackoff, Until: o.now.Add(o.delay), Err: werr}
 		}
 	}
 }
@@ -236,14 +237,14 @@ func (r *request) judge(tk ticket, attempt int, resp *http.Response, err error) 
 		r.freeSlot(resp)
 	}
 	if o.h.throttled() {
-		r.t.emit(Event{Kind: EventThrottled, Key: r.ks.key, Attempt: attempt, Status: resp.StatusCode})
+		r.t.emit(Event{Kind: EventThrottled, Key: r.ks.name(), Attempt: attempt, Status: resp.StatusCode})
 	}
 	if !o.ls.until.IsZero() {
 		reason := "quota"
 		if o.ls.outage {
 			reason = "outage"
 		}
-		r.t.emit(Event{Kind: EventPaused, Key: r.ks.key, Attempt: attempt, Status: status(resp), Err: err,
+		r.t.emit(Event{Kind: EventPaused, Key: r.ks.name(), Attempt: attempt, Status: status(resp), Err: err,
 			Until: o.ls.until, Source: o.ls.source, Reason: reason})
 	}
 	return o
@@ -252,9 +253,9 @@ func (r *request) judge(tk ticket, attempt int, resp *http.Response, err error) 
 // retrying counts and tells a retry that will be made.
 func (r *request) retrying(attempt int, resp *http.Response, err error, delay time.Duration) {
 	r.ks.mu.Lock()
-	r.ks.stats.Retries++
+	r.ks.troubled().stats.Retries++
 	r.ks.mu.Unlock()
-	r.t.emit(Event{Kind: EventRetry, Key: r.ks.key, Attempt: attempt, Status: status(resp), Err: err, Delay: delay})
+	r.t.emit(Event{Kind: EventRetry, Key: r.ks.name(), Attempt: attempt, Status: status(resp), Err: err, Delay: delay})
 }
 
 // backOff waits out the retry's delay here, unless the key's pause covers
@@ -372,9 +373,9 @@ func (r *request) freeSlot(resp *http.Response) {
 
 func (r *request) gaveUp(attempt int, resp *http.Response, err error, why string) {
 	r.ks.mu.Lock()
-	r.ks.stats.GaveUp++
+	r.ks.troubled().stats.GaveUp++
 	r.ks.mu.Unlock()
-	r.t.emit(Event{Kind: EventGaveUp, Key: r.ks.key, Attempt: attempt, Status: status(resp), Err: err, Reason: why})
+	r.t.emit(Event{Kind: EventGaveUp, Key: r.ks.name(), Attempt: attempt, Status: status(resp), Err: err, Reason: why})
 }
 
 // count records why a request ended without being sent.
@@ -384,11 +385,11 @@ func (r *request) count(err error) {
 	defer ks.mu.Unlock()
 	switch {
 	case errors.Is(err, ErrClosed):
-		ks.stats.RefusedClosed++
+		ks.troubled().stats.RefusedClosed++
 	case errors.Is(err, ErrQueueFull), errors.Is(err, ErrWouldExceedDeadline), errors.Is(err, ErrPaused), errors.Is(err, ErrMaxElapsed):
 		// counted where refused
 	default:
-		ks.stats.Canceled++
+		ks.troubled().stats.Canceled++
 	}
 }
 
