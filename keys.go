@@ -18,9 +18,8 @@ import (
 // that met trouble needs is in tr, made at the first need (see trouble), so
 // that the many keys that are only ever answered cost little.
 type keyState struct {
-	key   string  // the partition key
-	alias *string // shown instead of key when key holds a credential (see shownKey)
-	pol   *policy
+	key string // the partition key
+	pol *policy
 
 	mu         sync.Mutex
 	lim        *rate.Limiter // nil: unpaced (a pace may be learned, see adapt.go)
@@ -51,14 +50,15 @@ type keyState struct {
 // was a quota signal or a 503, a pause, a retry, a refusal. A key that is
 // only ever answered never makes one.
 type trouble struct {
-	pauseUntil time.Time // the server said: nothing before this
-	probe      probeState
+	pauseUntil time.Time     // the server said: nothing before this
 	probeAt    time.Duration // when the probe out was sent, from the epoch
 	probeID    uint64        // its admission number
-	ramp       int32         // > 0: at most this many attempts awaiting their response
 	rampAt     time.Duration // when the ramp last let one go, from the epoch
+	ramp       int32         // > 0: at most this many attempts awaiting their response
+	probe      probeState
 	adapt      adaptation
 	stats      rareCounts
+	alias      *string // shown instead of key when key holds a credential (see shownKey)
 }
 
 // troubled returns the key's trouble, made at the first call.
@@ -257,7 +257,7 @@ func (t *Transport) acquire(p *policy, key string, req *http.Request) *keyState 
 				ks := t.newKeyState(p, key)
 				if t.cfg.key != nil {
 					if shown := shownKey(req, key); shown != key {
-						ks.alias = &shown
+						ks.troubled().alias = &shown // rare: a key misused
 					}
 				}
 				return ks
@@ -280,8 +280,8 @@ func (t *Transport) acquire(p *policy, key string, req *http.Request) *keyState 
 
 // name is the key as shown in errors, events and Stats.
 func (ks *keyState) name() string {
-	if ks.alias != nil {
-		return *ks.alias
+	if ks.tr != nil && ks.tr.alias != nil {
+		return *ks.tr.alias
 	}
 	return ks.key
 }

@@ -53,7 +53,7 @@ func BenchmarkKeyMemory(b *testing.B) {
 func keyMemory(b *testing.B, base http.RoundTripper, pol throttle.Policy, n int) (bytes, live float64) {
 	b.Helper()
 	rt := throttle.New(base, throttle.WithPolicy(pol),
-		throttle.WithKey(func(r *http.Request) string { return r.Header.Get("X-Key") }),
+		throttle.WithKey(func(r *http.Request) string { return r.Header.Get("X-Tenant") }),
 		throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
 	defer rt.Close()
 	req, err := http.NewRequest(http.MethodGet, "http://api.example.com/v1/items", nil)
@@ -62,7 +62,7 @@ func keyMemory(b *testing.B, base http.RoundTripper, pol throttle.Policy, n int)
 	}
 	before := heapAlloc()
 	for i := range n {
-		req.Header = http.Header{"X-Key": {"key-" + strconv.Itoa(i)}}
+		req.Header = http.Header{"X-Tenant": {"key-" + strconv.Itoa(i)}}
 		resp, err := rt.RoundTrip(req)
 		if err != nil {
 			b.Fatal(err)
