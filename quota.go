@@ -168,45 +168,52 @@ type quotaPolicy struct {
 	requests bool // its quota unit is requests
 }
 
-// parseIETF reads the field lines of RateLimit and RateLimit-Policy.
+// parseIETF reads the field lines of RateLimit and RateLimit-Policy. Fields
+// of a few items, with a few parameters each, take no allocation.
 func parseIETF(rateLimit, policy []string) Quota {
 	if len(rateLimit) == 0 && len(policy) == 0 {
 		return Quota{}
 	}
-	var policies []quotaPolicy
-	byName := map[string]int{} // index in policies of the first item of each name
-	if !parseSFList(policy, func(it *sfItem) {
-		name, named := it.name()
-		q, hasQ := it.count("q")
-		if _, dup := byName[name]; !named || !hasQ || dup {
-			return
+	var buf [8]sfParam // the parameters of each item in turn
+	var few [4]quotaPolicy
+	policies := few[:0]       // the usable items of RateLimit-Policy, the first of each name
+	var byName map[string]int // index in policies, once they are too many to scan
+	l := sfList{lines: policy}
+	for v, ps, ok := l.next(buf[:0]); ok; v, ps, ok = l.next(buf[:0]) {
+		name, named := v.str, v.isText() // a String, or a Token
+		q, hasQ := ps.count("q")
+		if !named || !hasQ || findPolicy(policies, byName, name) >= 0 {
+			continue
 		}
-		w, _ := it.seconds("w")
-		u, hasU := it.param("qu")
-		byName[name] = len(policies)
+		w, _ := ps.seconds("w")
+		u, hasU := ps.get("qu")
 		policies = append(policies, quotaPolicy{name, q, w, !hasU || u.isText() && u.str == "requests"})
-	}) {
+		byName = indexPolicies(policies, byName)
+	}
+	if l.invalid {
 		policies, byName = nil, nil
 	}
 
 	var best Quota
-	if !parseSFList(rateLimit, func(it *sfItem) {
-		name, named := it.name()
-		r, hasR := it.count("r")
-		i, known := byName[name]
-		if !named || !hasR || known && !policies[i].requests {
-			return
+	l = sfList{lines: rateLimit}
+	for v, ps, ok := l.next(buf[:0]); ok; v, ps, ok = l.next(buf[:0]) {
+		name, named := v.str, v.isText() // a String, or a Token
+		r, hasR := ps.count("r")
+		i := findPolicy(policies, byName, name)
+		if !named || !hasR || i >= 0 && !policies[i].requests {
+			continue
 		}
-		t, hasT := it.seconds("t")
+		t, hasT := ps.seconds("t")
 		if !best.HasRemaining || r < best.Remaining || r == best.Remaining && t > best.Reset {
 			best = Quota{Remaining: r, Reset: t, Policy: name, HasRemaining: true, HasReset: hasT}
 		}
-	}) {
+	}
+	if l.invalid {
 		best = Quota{}
 	}
 
 	if best.HasRemaining {
-		if i, ok := byName[best.Policy]; ok {
+		if i := findPolicy(policies, byName, best.Policy); i >= 0 {
 			best.Limit, best.Window, best.HasLimit = policies[i].q, policies[i].w, true
 		}
 		return best
@@ -223,6 +230,42 @@ func parseIETF(rateLimit, policy []string) Quota {
 	return Quota{Limit: p.q, Window: p.w, Policy: p.name, HasLimit: true}
 }
 
+// policyScanMax is the most policies findPolicy scans; past it, a map finds
+// them, so that reading a field stays linear in its size.
+const policyScanMax = 8
+
+// findPolicy returns the index in policies of the one named name, or -1.
+// byName indexes policies once they are more than policyScanMax.
+func findPolicy(policies []quotaPolicy, byName map[string]int, name string) int {
+	if byName != nil {
+		if i, ok := byName[name]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := range policies {
+		if policies[i].name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// indexPolicies returns byName updated for the last of policies, or made for
+// all of them once they are more than policyScanMax.
+func indexPolicies(policies []quotaPolicy, byName map[string]int) map[string]int {
+	switch last := len(policies) - 1; {
+	case byName != nil:
+		byName[policies[last].name] = last
+	case len(policies) > policyScanMax:
+		byName = make(map[string]int, 2*len(policies))
+		for i := range policies {
+			byName[policies[i].name] = i
+		}
+	}
+	return byName
+}
+
 // stricterPolicy reports whether a allows fewer requests per second than b. Items with
 // a window are stricter than items without one; items without one compare by q.
 func stricterPolicy(a, b *quotaPolicy) bool {
@@ -237,12 +280,9 @@ func stricterPolicy(a, b *quotaPolicy) bool {
 	return a.q < b.q
 }
 
-// name returns the policy name an item carries: a String, or a Token.
-func (it *sfItem) name() (string, bool) { return it.value.str, it.value.isText() }
-
 // count returns the parameter key as a non-negative Integer.
-func (it *sfItem) count(key string) (int, bool) {
-	v, ok := it.param(key)
+func (ps sfParams) count(key string) (int, bool) {
+	v, ok := ps.get(key)
 	if !ok || v.kind != 'i' || v.neg {
 		return 0, false
 	}
@@ -251,8 +291,8 @@ func (it *sfItem) count(key string) (int, bool) {
 
 // seconds returns the parameter key as a non-negative Integer or Decimal number
 // of seconds.
-func (it *sfItem) seconds(key string) (time.Duration, bool) {
-	v, ok := it.param(key)
+func (ps sfParams) seconds(key string) (time.Duration, bool) {
+	v, ok := ps.get(key)
 	if !ok || v.kind != 'i' && v.kind != 'd' || v.neg {
 		return 0, false
 	}
