@@ -106,20 +106,17 @@ type Config struct {
 	RetryAfter RetryAfterFormat
 	// XRateLimit adds X-RateLimit-Limit, -Remaining and -Reset to 429 responses.
 	// They describe the limit that refused the request, or else the limit with the
-	// fewest requests remaining. False means not sent.
-	//
-	// In both families the limit is N for windows, Burst for a token bucket and
-	// Queue+1 for a leaky bucket; the reset (X-RateLimit-Reset, t) is the delta
-	// seconds, rounded up, until the quota is whole again: the window ends, the
-	// bucket is full, the queue is empty. Concurrency limits are not quotas over
-	// time and appear in neither family.
+	// fewest requests remaining; the package doc ("Quota headers") says what
+	// they hold. False means not sent.
 	XRateLimit bool
-	// IETF adds the draft-ietf-httpapi-ratelimit-headers-11 fields to 429 responses,
-	// one list member per limit, in the order of Limits:
-	// RateLimit: "name";r=<remaining>;t=<reset> and
-	// RateLimit-Policy: "name";q=<limit>;w=<window>, where the window is Per, or
-	// the time to fill an empty bucket (Burst/Rate, (Queue+1)/Rate), rounded up
-	// to whole seconds and at least 1. False means not sent.
+	// IETF adds the fields of draft-ietf-httpapi-ratelimit-headers-11 to 429
+	// responses, one list member per limit, in the order of Limits:
+	//
+	//	RateLimit: "name";r=<remaining>;t=<seconds>
+	//	RateLimit-Policy: "name";q=<quota>;w=<seconds>
+	//
+	// The package doc ("Quota headers") says what they hold. False means not
+	// sent.
 	IETF bool
 	// HeadersOnSuccess sends the enabled quota headers on accepted responses too.
 	// False means only 429 responses carry them.
