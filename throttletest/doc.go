@@ -42,6 +42,11 @@
 //     carries the depth as throttletest-burst=B, a parameter the draft lets
 //     vendors add, and r, which never exceeds B, says what may go at once.
 //
+// Real APIs describe token buckets in other ways too, some of which mislead a
+// client that trusts them (a burst announced as a quota per second, Reset
+// always 1). Config.TokenBucketHeaders offers those forms on demand, to test
+// that a client survives them.
+//
 // Rounding: a Retry-After in seconds, X-RateLimit-Reset, t and a window's w are
 // rounded up to whole seconds, and Retry-After and t are never 0; a Retry-After
 // date is the end of the wait rounded up to the next whole second. So a client

@@ -42,7 +42,7 @@ func (c *Config) setQuotaHeaders(h http.Header, qs []quota, bind int) {
 		return
 	}
 	if c.XRateLimit {
-		a := announce(qs[bind])
+		a := c.TokenBucketHeaders.announce(qs[bind])
 		h.Set("X-RateLimit-Limit", strconv.Itoa(a.limit))
 		h.Set("X-RateLimit-Remaining", strconv.Itoa(a.remaining))
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(a.reset, 10))
@@ -51,7 +51,7 @@ func (c *Config) setQuotaHeaders(h http.Header, qs []quota, bind int) {
 		limits := make([]string, len(qs))
 		policies := make([]string, len(qs))
 		for i, q := range qs {
-			a := announce(q)
+			a := c.TokenBucketHeaders.announce(q)
 			name := sfString(q.name)
 			limits[i] = name + ";r=" + strconv.Itoa(a.remaining) + ";t=" + strconv.FormatInt(a.t, 10)
 			policies[i] = name + ";q=" + strconv.Itoa(a.q) + ";w=" + strconv.FormatInt(a.w, 10)
@@ -74,9 +74,12 @@ type announcement struct {
 	burst            int // RateLimit-Policy's throttletest-burst; 0 when not sent
 }
 
-// announce says what the headers announce of q (the package doc says what
-// and why).
-func announce(q quota) announcement {
+// announce says what the headers announce of q in form f (the package doc
+// says what and why for the truthful form, TokenBucketHeaders for the others).
+func (f TokenBucketHeaders) announce(q quota) announcement {
+	if q.algorithm == TokenBucket && f != TruthfulBucket {
+		return f.mislead(q)
+	}
 	a := announcement{
 		limit: q.limit, remaining: q.remaining,
 		reset: ceilSeconds(q.reset), t: max(ceilSeconds(q.next), 1),
@@ -104,6 +107,16 @@ func policy(q quota) (n int, w int64, burst int) {
 		return q.limit - 1, max(ceilSeconds(q.window), 1), 0
 	}
 	return q.limit, max(ceilSeconds(q.window), 1), 0
+}
+
+// mislead announces a token bucket in f, one of the misleading forms.
+func (f TokenBucketHeaders) mislead(q quota) announcement {
+	a := announcement{limit: q.limit, remaining: q.remaining, reset: 1, t: 1, q: q.limit, w: 1}
+	if f == RatePerSecond {
+		perSecond := max(int(math.Round(float64(q.limit)*float64(time.Second)/float64(q.window))), 1)
+		a.limit, a.remaining, a.q = perSecond, min(q.remaining, perSecond), perSecond
+	}
+	return a
 }
 
 // bucketPolicy returns the q per w seconds that describes a bucket of depth b

@@ -170,19 +170,26 @@ func TestAnnounce(t *testing.T) {
 		reset: 15 * time.Second, next: 15 * time.Second, window: 10 * time.Second}
 	tests := []struct {
 		name string
+		form TokenBucketHeaders
 		q    quota
 		want announcement
 	}{
-		{"bucket", bucket, announcement{limit: 5, remaining: 2, reset: 1, t: 1, q: 10, w: 1, burst: 5}},
-		{"deep-bucket", deep, announcement{limit: 20, remaining: 20, reset: 0, t: 1, q: 20, w: 10}},
-		{"leaky", leaky, announcement{limit: 3, remaining: 1, reset: 2, t: 1, q: 2, w: 1, burst: 3}},
-		{"window-per-rounded-up", window, announcement{limit: 3, remaining: 0, reset: 1, t: 1, q: 3, w: 2}},
-		{"sliding-counter-sustains-one-less", counter, announcement{limit: 5, remaining: 1, reset: 15, t: 3, q: 4, w: 10}},
-		{"sliding-counter-of-one", counterOfOne, announcement{limit: 1, remaining: 0, reset: 15, t: 15, q: 1, w: 20}},
+		{"bucket", TruthfulBucket, bucket, announcement{limit: 5, remaining: 2, reset: 1, t: 1, q: 10, w: 1, burst: 5}},
+		{"deep-bucket", TruthfulBucket, deep, announcement{limit: 20, remaining: 20, reset: 0, t: 1, q: 20, w: 10}},
+		{"bucket-burst-per-second", BurstPerSecond, bucket, announcement{limit: 5, remaining: 2, reset: 1, t: 1, q: 5, w: 1}},
+		{"deep-burst-per-second", BurstPerSecond, deep, announcement{limit: 20, remaining: 20, reset: 1, t: 1, q: 20, w: 1}},
+		{"bucket-rate-per-second", RatePerSecond, bucket, announcement{limit: 10, remaining: 2, reset: 1, t: 1, q: 10, w: 1}},
+		{"deep-rate-per-second", RatePerSecond, deep, announcement{limit: 2, remaining: 2, reset: 1, t: 1, q: 2, w: 1}},
+		{"leaky", TruthfulBucket, leaky, announcement{limit: 3, remaining: 1, reset: 2, t: 1, q: 2, w: 1, burst: 3}},
+		{"leaky-unchanged-by-form", BurstPerSecond, leaky, announcement{limit: 3, remaining: 1, reset: 2, t: 1, q: 2, w: 1, burst: 3}},
+		{"window-per-rounded-up", TruthfulBucket, window, announcement{limit: 3, remaining: 0, reset: 1, t: 1, q: 3, w: 2}},
+		{"window-unchanged-by-form", RatePerSecond, window, announcement{limit: 3, remaining: 0, reset: 1, t: 1, q: 3, w: 2}},
+		{"sliding-counter-sustains-one-less", TruthfulBucket, counter, announcement{limit: 5, remaining: 1, reset: 15, t: 3, q: 4, w: 10}},
+		{"sliding-counter-of-one", TruthfulBucket, counterOfOne, announcement{limit: 1, remaining: 0, reset: 15, t: 15, q: 1, w: 20}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, announce(tt.q))
+			assert.Equal(t, tt.want, tt.form.announce(tt.q))
 		})
 	}
 }

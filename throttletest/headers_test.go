@@ -165,10 +165,10 @@ type trusting struct {
 }
 
 // trustingAPI serves l with the headers client reads.
-func trustingAPI(client trusting, l throttletest.Limit) *throttletest.API {
+func trustingAPI(client trusting, l throttletest.Limit, form throttletest.TokenBucketHeaders) *throttletest.API {
 	return throttletest.NewAPI(throttletest.Config{
 		Limits:     []throttletest.Limit{l},
-		XRateLimit: !client.ietf, IETF: client.ietf, HeadersOnSuccess: true,
+		XRateLimit: !client.ietf, IETF: client.ietf, HeadersOnSuccess: true, TokenBucketHeaders: form,
 	})
 }
 
@@ -283,7 +283,7 @@ func TestTruthfulHeaders(t *testing.T) {
 			l := tt.limit
 			t.Run(fmt.Sprintf("%v-%v-%v-%v-%v/%s", l.Algorithm, l.Rate, l.Burst+l.Queue, l.N, l.Per, name), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					refused, accepted := client.run(t, trustingAPI(client, l))
+					refused, accepted := client.run(t, trustingAPI(client, l, throttletest.TruthfulBucket))
 					assert.Zero(t, refused, "accepted %d", accepted)
 					if name == "policy-pacer" {
 						assert.GreaterOrEqual(t, float64(accepted), 0.7*tt.pace*60, "the policy's pace")
@@ -291,6 +291,33 @@ func TestTruthfulHeaders(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// TestMisleadingBucketHeaders proves the misleading forms mislead: a client
+// that takes them at their word is refused.
+func TestMisleadingBucketHeaders(t *testing.T) {
+	tests := []struct {
+		name   string
+		form   throttletest.TokenBucketHeaders
+		rate   float64
+		burst  int
+		client string
+	}{
+		{"burst-per-second", throttletest.BurstPerSecond, 2, 20, "x-ratelimit-limit-then-reset"},
+		{"burst-per-second", throttletest.BurstPerSecond, 2, 20, "policy-batches"},
+		{"rate-per-second", throttletest.RatePerSecond, 10, 2, "x-ratelimit-limit-then-reset"},
+		{"rate-per-second", throttletest.RatePerSecond, 10, 2, "policy-batches"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+"/"+tt.client, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				client := trustingClients[tt.client]
+				l := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: tt.rate, Burst: tt.burst}
+				refused, _ := client.run(t, trustingAPI(client, l, tt.form))
+				assert.Positive(t, refused)
+			})
+		})
 	}
 }
 
