@@ -1,25 +1,31 @@
 package throttle
 
 import (
-	"math"
 	"math/bits"
 	"net/http"
-	"strings"
 	"time"
 )
 
 // Quota is what a response says about the caller's quota with the server: how
-// many requests a window allows, how many are left, and when the quota resets.
-// ParseQuota reads it from a response header. The Has fields tell a value the
-// response did not carry from a zero it did carry; a field not carried is zero.
+// many requests a window allows, how many are left or spent, and when the
+// quota resets. ParseQuota reads it from a response header. The Has fields
+// tell a value the response did not carry from a zero it did carry; a field
+// not carried is zero.
 type Quota struct {
-	Limit     int           // requests allowed per window (X-RateLimit-Limit, RateLimit-Policy q)
-	Remaining int           // requests left in the window (X-RateLimit-Remaining, RateLimit r)
+	Limit     int           // requests allowed per window (X-RateLimit-Limit, RateLimit-Policy q, Shopify's "/40")
+	Remaining int           // requests left in the window (X-RateLimit-Remaining, RateLimit r; else Limit - Used)
+	Used      int           // requests spent in the window (X-RateLimit-Used, Shopify's "32/"; else Limit - Remaining)
 	Reset     time.Duration // time until the quota resets (X-RateLimit-Reset, RateLimit t); never negative
 	Window    time.Duration // the policy's window length (RateLimit-Policy w), 0 when not given
-	Policy    string        // the IETF policy name, e.g. "default"; "" for X-RateLimit-*
+	Policy    string        // the IETF policy name, e.g. "default"; "" for the other fields
 
-	HasLimit, HasRemaining, HasReset bool // which of Limit, Remaining, Reset the response carried
+	// Resource names which of the server's quotas the values describe, when
+	// it keeps several per caller: GitHub's X-RateLimit-Resource ("core",
+	// "search", "graphql", ...). Answers naming different resources count
+	// against different quotas. "" when not given.
+	Resource string
+
+	HasLimit, HasRemaining, HasUsed, HasReset bool // which of Limit, Remaining, Used, Reset the response carried
 }
 
 // Exhausted reports whether the quota says no request is left: the response
@@ -28,7 +34,7 @@ type Quota struct {
 func (q Quota) Exhausted() bool { return q.HasRemaining && q.Remaining == 0 }
 
 // ParseQuota reads the quota fields of a response header h, as of now (the time
-// the response arrived). It reads two families of fields.
+// the response arrived). It reads three families of fields.
 //
 // The IETF fields of draft-ietf-httpapi-ratelimit-headers are Structured Field
 // Lists (RFC 9651), which may be split over several field lines:
@@ -55,121 +61,103 @@ func (q Quota) Exhausted() bool { return q.HasRemaining && q.Remaining == 0 }
 // that parses is used:
 //
 //	X-RateLimit-Limit: 5000
-//	X-RateLimit-Remaining: 0
+//	X-RateLimit-Remaining: 4999
+//	X-RateLimit-Used: 1
 //	X-RateLimit-Reset: 1700000000
+//	X-RateLimit-Resource: core
 //
 // Only the first field line counts, up to its first ',' or ';' (so the earlier
-// drafts' "100, 100;w=60" reads 100). Limit and Remaining are non-negative
-// numbers; a fraction ("599.0") is dropped and values too large for an int
-// saturate. Reset is non-negative seconds, whole or decimal, told apart by
+// drafts' "100, 100;w=60" reads 100). Limit, Remaining and GitHub's Used are
+// non-negative numbers; a fraction ("599.0") is dropped and values too large
+// for an int saturate. When Remaining is left out, it is Limit - Used; when
+// Used is, Limit - Remaining; neither below 0. GitHub's X-RateLimit-Resource
+// (letters, digits, '_', '-', '.') gives Resource; it and Used are read only
+// with one of Limit, Remaining or Reset.
+//
+// Reset is non-negative seconds, whole or decimal, told apart by
 // magnitude: a value nearer now's Unix time than zero (at least half of it,
 // and at least 1e8 seconds: no API asks for a wait of three years) is a Unix
 // time in seconds, as GitHub sends; a value nearer now's Unix time in
 // milliseconds than zero (at least half of it, and from 1e12 always) is a
 // Unix time in milliseconds; below, a delay in seconds. Measuring against
 // now, not a fixed date, keeps the rule right under a fake clock
-// (testing/synctest starts in 2000). An HTTP-date is also accepted. A time in the past gives a Reset of 0. A negative
-// or malformed value leaves just that field absent.
+// (testing/synctest starts in 2000). A Go duration as time.Duration.String
+// writes it ("6m0s", "1h2m3.5s", "500ms"; a unit on every number, no sign) and
+// an HTTP-date are also accepted. A time in the past gives a Reset of 0, a
+// reset too far for a time.Duration saturates. A negative or malformed value
+// leaves just that field absent.
 //
-// Where both families are present, the IETF fields give the values they carry
-// and the older ones fill in the rest.
+// Shopify's X-Shopify-Shop-Api-Call-Limit: 32/40 gives Used 32, Limit 40 and
+// Remaining 8 (never below 0). It describes a leaky bucket, not a window: the
+// bucket holds Limit requests and leaks at a steady rate (2 a second on
+// standard plans) that the field does not give, so it carries no Reset, and
+// Remaining grows back one request at a time rather than all at once.
+//
+// Where several families are present, the IETF fields give the values they
+// carry, then X-RateLimit-* fill in the rest, then Shopify's.
 //
 // ok is false, and q the zero Quota, when h carries none of Limit, Remaining
 // and Reset in a form above. Field names are looked up in canonical form, as
-// net/http stores them. ParseQuota takes time linear in the size of h and never
-// panics.
+// net/http stores them. An answer without any of these fields costs a dozen
+// map lookups and no allocation. ParseQuota takes time linear in the size of
+// h and never panics.
 func ParseQuota(h http.Header, now time.Time) (q Quota, ok bool) {
-	q = parseIETF(h)
-	if !q.HasLimit {
-		q.Limit, q.HasLimit = legacyCount(h, limitKeys)
+	f := lookupQuotaFields(h)
+	if f.none() {
+		return Quota{}, false
 	}
-	if !q.HasRemaining {
-		q.Remaining, q.HasRemaining = legacyCount(h, remainingKeys)
-	}
-	if !q.HasReset {
-		q.Reset, q.HasReset = legacyReset(h, now)
-	}
+	q = parseIETF(f.ietf, f.ietfPolicy)
+	q.fill(f.xRateLimit(h, now))
+	q.fill(shopify(f.shopify))
 	if !q.HasLimit && !q.HasRemaining && !q.HasReset {
 		return Quota{}, false
 	}
 	return q, true
 }
 
-// Canonical keys (http.CanonicalHeaderKey) of the fields ParseQuota reads.
-var (
-	limitKeys     = [...]string{"X-Ratelimit-Limit", "X-Rate-Limit-Limit", "Ratelimit-Limit"}
-	remainingKeys = [...]string{"X-Ratelimit-Remaining", "X-Rate-Limit-Remaining", "Ratelimit-Remaining"}
-	resetKeys     = [...]string{"X-Ratelimit-Reset", "X-Rate-Limit-Reset", "Ratelimit-Reset"}
-)
-
-const (
-	minEpochSeconds = 100_000_000       // a reset below this is a delay (about 3 years)
-	minEpochMillis  = 100_000_000_000   // a reset from here on may be a Unix time in milliseconds
-	maxEpochMillis  = 1_000_000_000_000 // and from here on always is
-)
-
-// epochMillis is the least reset value that is a Unix time in milliseconds
-// at now: half of now's, within [1e11, 1e12] (a time in seconds that large
-// is thousands of years away).
-func epochMillis(now time.Time) int64 {
-	return min(max(now.UnixMilli()/2, minEpochMillis), maxEpochMillis)
+// quotaFields holds the field lines of every field that can make ParseQuota's
+// ok true, each looked up once.
+type quotaFields struct {
+	ietf, ietfPolicy        []string
+	limit, remaining, reset [3][]string // by spelling: limitKeys, remainingKeys, resetKeys
+	shopify                 []string
 }
 
-// epochSeconds is the least reset value that is a Unix time in seconds at now.
-func epochSeconds(now time.Time) int64 {
-	return min(max(now.Unix()/2, minEpochSeconds), epochMillis(now)-1)
-}
-
-// headerFirstLine returns the first field line of key in h, trimmed.
-func headerFirstLine(h http.Header, key string) string {
-	if v := h[key]; len(v) > 0 {
-		return strings.Trim(v[0], " \t")
+func lookupQuotaFields(h http.Header) (f quotaFields) {
+	f.ietf, f.ietfPolicy, f.shopify = h["Ratelimit"], h["Ratelimit-Policy"], h[shopifyKey]
+	for i := range limitKeys {
+		f.limit[i], f.remaining[i], f.reset[i] = h[limitKeys[i]], h[remainingKeys[i]], h[resetKeys[i]]
 	}
-	return ""
+	return f
 }
 
-// firstListElement returns s up to its first ',' or ';', trimmed.
-func firstListElement(s string) string {
-	if i := strings.IndexAny(s, ",;"); i >= 0 {
-		s = s[:i]
+// none reports whether h carries none of the fields.
+func (f *quotaFields) none() bool {
+	n := len(f.ietf) + len(f.ietfPolicy) + len(f.shopify)
+	for i := range f.limit {
+		n += len(f.limit[i]) + len(f.remaining[i]) + len(f.reset[i])
 	}
-	return strings.Trim(s, " \t")
+	return n == 0
 }
 
-func legacyCount(h http.Header, keys [3]string) (int, bool) {
-	for _, k := range keys {
-		if n, ok := parseDecimal(firstListElement(headerFirstLine(h, k))); ok {
-			return saturateInt(n.whole), true
-		}
+// fill sets the values q lacks from o. Window and Policy come with an IETF
+// Limit, Resource with X-RateLimit-*.
+func (q *Quota) fill(o Quota) {
+	if !q.HasLimit && o.HasLimit {
+		q.Limit, q.Window, q.HasLimit = o.Limit, o.Window, true
 	}
-	return 0, false
-}
-
-func legacyReset(h http.Header, now time.Time) (time.Duration, bool) {
-	for _, k := range resetKeys {
-		line := headerFirstLine(h, k)
-		if n, ok := parseDecimal(firstListElement(line)); ok {
-			switch {
-			case n.whole >= epochMillis(now):
-				return durationUntil(time.UnixMilli(n.whole), now), true
-			case n.whole >= epochSeconds(now):
-				return durationUntil(time.Unix(n.whole, n.milli*int64(time.Millisecond)), now), true
-			}
-			return n.duration(), true
-		}
-		if date, err := http.ParseTime(line); err == nil {
-			return durationUntil(date, now), true
-		}
+	if !q.HasRemaining && o.HasRemaining {
+		q.Remaining, q.HasRemaining = o.Remaining, true
 	}
-	return 0, false
-}
-
-// saturateInt converts v to an int, saturating where int is 32 bits wide.
-func saturateInt(v int64) int {
-	if int64(int(v)) != v {
-		return math.MaxInt
+	if !q.HasUsed && o.HasUsed {
+		q.Used, q.HasUsed = o.Used, true
 	}
-	return int(v)
+	if !q.HasReset && o.HasReset {
+		q.Reset, q.HasReset = o.Reset, true
+	}
+	if q.Resource == "" {
+		q.Resource = o.Resource
+	}
 }
 
 // quotaPolicy is a usable item of RateLimit-Policy.
@@ -180,45 +168,52 @@ type quotaPolicy struct {
 	requests bool // its quota unit is requests
 }
 
-// parseIETF reads the RateLimit and RateLimit-Policy fields.
-func parseIETF(h http.Header) Quota {
-	if len(h["Ratelimit"]) == 0 && len(h["Ratelimit-Policy"]) == 0 {
+// parseIETF reads the field lines of RateLimit and RateLimit-Policy. Fields
+// of a few items, with a few parameters each, take no allocation.
+func parseIETF(rateLimit, policy []string) Quota {
+	if len(rateLimit) == 0 && len(policy) == 0 {
 		return Quota{}
 	}
-	var policies []quotaPolicy
-	byName := map[string]int{} // index in policies of the first item of each name
-	if !parseSFList(h["Ratelimit-Policy"], func(it *sfItem) {
-		name, named := it.name()
-		q, hasQ := it.count("q")
-		if _, dup := byName[name]; !named || !hasQ || dup {
-			return
+	var buf [8]sfParam // the parameters of each item in turn
+	var few [4]quotaPolicy
+	policies := few[:0]       // the usable items of RateLimit-Policy, the first of each name
+	var byName map[string]int // index in policies, once they are too many to scan
+	l := sfList{lines: policy}
+	for v, ps, ok := l.next(buf[:0]); ok; v, ps, ok = l.next(buf[:0]) {
+		name, named := v.str, v.isText() // a String, or a Token
+		q, hasQ := ps.count("q")
+		if !named || !hasQ || findPolicy(policies, byName, name) >= 0 {
+			continue
 		}
-		w, _ := it.seconds("w")
-		u, hasU := it.param("qu")
-		byName[name] = len(policies)
+		w, _ := ps.seconds("w")
+		u, hasU := ps.get("qu")
 		policies = append(policies, quotaPolicy{name, q, w, !hasU || u.isText() && u.str == "requests"})
-	}) {
+		byName = indexPolicies(policies, byName)
+	}
+	if l.invalid {
 		policies, byName = nil, nil
 	}
 
 	var best Quota
-	if !parseSFList(h["Ratelimit"], func(it *sfItem) {
-		name, named := it.name()
-		r, hasR := it.count("r")
-		i, known := byName[name]
-		if !named || !hasR || known && !policies[i].requests {
-			return
+	l = sfList{lines: rateLimit}
+	for v, ps, ok := l.next(buf[:0]); ok; v, ps, ok = l.next(buf[:0]) {
+		name, named := v.str, v.isText() // a String, or a Token
+		r, hasR := ps.count("r")
+		i := findPolicy(policies, byName, name)
+		if !named || !hasR || i >= 0 && !policies[i].requests {
+			continue
 		}
-		t, hasT := it.seconds("t")
+		t, hasT := ps.seconds("t")
 		if !best.HasRemaining || r < best.Remaining || r == best.Remaining && t > best.Reset {
 			best = Quota{Remaining: r, Reset: t, Policy: name, HasRemaining: true, HasReset: hasT}
 		}
-	}) {
+	}
+	if l.invalid {
 		best = Quota{}
 	}
 
 	if best.HasRemaining {
-		if i, ok := byName[best.Policy]; ok {
+		if i := findPolicy(policies, byName, best.Policy); i >= 0 {
 			best.Limit, best.Window, best.HasLimit = policies[i].q, policies[i].w, true
 		}
 		return best
@@ -235,6 +230,42 @@ func parseIETF(h http.Header) Quota {
 	return Quota{Limit: p.q, Window: p.w, Policy: p.name, HasLimit: true}
 }
 
+// policyScanMax is the most policies findPolicy scans; past it, a map finds
+// them, so that reading a field stays linear in its size.
+const policyScanMax = 8
+
+// findPolicy returns the index in policies of the one named name, or -1.
+// byName indexes policies once they are more than policyScanMax.
+func findPolicy(policies []quotaPolicy, byName map[string]int, name string) int {
+	if byName != nil {
+		if i, ok := byName[name]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := range policies {
+		if policies[i].name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// indexPolicies returns byName updated for the last of policies, or made for
+// all of them once they are more than policyScanMax.
+func indexPolicies(policies []quotaPolicy, byName map[string]int) map[string]int {
+	switch last := len(policies) - 1; {
+	case byName != nil:
+		byName[policies[last].name] = last
+	case len(policies) > policyScanMax:
+		byName = make(map[string]int, 2*len(policies))
+		for i := range policies {
+			byName[policies[i].name] = i
+		}
+	}
+	return byName
+}
+
 // stricterPolicy reports whether a allows fewer requests per second than b. Items with
 // a window are stricter than items without one; items without one compare by q.
 func stricterPolicy(a, b *quotaPolicy) bool {
@@ -249,12 +280,9 @@ func stricterPolicy(a, b *quotaPolicy) bool {
 	return a.q < b.q
 }
 
-// name returns the policy name an item carries: a String, or a Token.
-func (it *sfItem) name() (string, bool) { return it.value.str, it.value.isText() }
-
 // count returns the parameter key as a non-negative Integer.
-func (it *sfItem) count(key string) (int, bool) {
-	v, ok := it.param(key)
+func (ps sfParams) count(key string) (int, bool) {
+	v, ok := ps.get(key)
 	if !ok || v.kind != 'i' || v.neg {
 		return 0, false
 	}
@@ -263,8 +291,8 @@ func (it *sfItem) count(key string) (int, bool) {
 
 // seconds returns the parameter key as a non-negative Integer or Decimal number
 // of seconds.
-func (it *sfItem) seconds(key string) (time.Duration, bool) {
-	v, ok := it.param(key)
+func (ps sfParams) seconds(key string) (time.Duration, bool) {
+	v, ok := ps.get(key)
 	if !ok || v.kind != 'i' && v.kind != 'd' || v.neg {
 		return 0, false
 	}

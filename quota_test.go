@@ -36,9 +36,10 @@ var quotaCases = []struct {
 }{
 	{"github-epoch-reset", quotaHeader("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4999",
 		"X-RateLimit-Reset", "1700000060", "X-RateLimit-Used", "1", "X-RateLimit-Resource", "core"),
-		throttle.Quota{Limit: 5000, Remaining: 4999, Reset: time.Minute, HasLimit: true, HasRemaining: true, HasReset: true}},
+		throttle.Quota{Limit: 5000, Remaining: 4999, Used: 1, Reset: time.Minute, Resource: "core",
+			HasLimit: true, HasRemaining: true, HasUsed: true, HasReset: true}},
 	{"github-exhausted", quotaHeader("X-RateLimit-Limit", "60", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1700000042"),
-		throttle.Quota{Limit: 60, Reset: 42 * time.Second, HasLimit: true, HasRemaining: true, HasReset: true}},
+		throttle.Quota{Limit: 60, Used: 60, Reset: 42 * time.Second, HasLimit: true, HasRemaining: true, HasUsed: true, HasReset: true}},
 	{"epoch-in-the-past", quotaHeader("X-RateLimit-Reset", "1699999000"),
 		throttle.Quota{HasReset: true}},
 	// At now = 1.7e9, a value from 0.85e9 on is a Unix time (here, past).
@@ -51,17 +52,17 @@ var quotaCases = []struct {
 	{"epoch-decimal-seconds", quotaHeader("X-RateLimit-Reset", "1700000001.25"),
 		throttle.Quota{Reset: 1250 * time.Millisecond, HasReset: true}},
 	{"delta-reset", quotaHeader("X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "7", "X-RateLimit-Reset", "30"),
-		throttle.Quota{Limit: 100, Remaining: 7, Reset: 30 * time.Second, HasLimit: true, HasRemaining: true, HasReset: true}},
+		throttle.Quota{Limit: 100, Remaining: 7, Used: 93, Reset: 30 * time.Second, HasLimit: true, HasRemaining: true, HasUsed: true, HasReset: true}},
 	{"decimal-reset", quotaHeader("X-RateLimit-Reset", "1.5"),
 		throttle.Quota{Reset: 1500 * time.Millisecond, HasReset: true}},
 	{"date-reset", quotaHeader("X-RateLimit-Reset", "Tue, 14 Nov 2023 22:14:00 GMT"),
 		throttle.Quota{Reset: 40 * time.Second, HasReset: true}},
 	{"decimal-counts-drop-fraction", quotaHeader("X-Ratelimit-Remaining", "599.9", "X-Ratelimit-Used", "1.0"),
-		throttle.Quota{Remaining: 599, HasRemaining: true}},
+		throttle.Quota{Remaining: 599, Used: 1, HasRemaining: true, HasUsed: true}},
 	{"x-rate-limit-spelling", quotaHeader("X-Rate-Limit-Limit", "10", "X-Rate-Limit-Remaining", "2", "X-Rate-Limit-Reset", "5"),
-		throttle.Quota{Limit: 10, Remaining: 2, Reset: 5 * time.Second, HasLimit: true, HasRemaining: true, HasReset: true}},
+		throttle.Quota{Limit: 10, Remaining: 2, Used: 8, Reset: 5 * time.Second, HasLimit: true, HasRemaining: true, HasUsed: true, HasReset: true}},
 	{"older-draft-spelling", quotaHeader("RateLimit-Limit", "10, 10;w=1, 50;w=60", "RateLimit-Remaining", "9", "RateLimit-Reset", "1"),
-		throttle.Quota{Limit: 10, Remaining: 9, Reset: time.Second, HasLimit: true, HasRemaining: true, HasReset: true}},
+		throttle.Quota{Limit: 10, Remaining: 9, Used: 1, Reset: time.Second, HasLimit: true, HasRemaining: true, HasUsed: true, HasReset: true}},
 	{"first-spelling-wins", quotaHeader("X-RateLimit-Limit", "100", "X-Rate-Limit-Limit", "200"),
 		throttle.Quota{Limit: 100, HasLimit: true}},
 	{"garbage-spelling-falls-through", quotaHeader("X-RateLimit-Limit", "n/a", "X-Rate-Limit-Limit", "200"),
@@ -76,6 +77,68 @@ var quotaCases = []struct {
 		throttle.Quota{Limit: math.MaxInt, HasLimit: true}},
 	{"huge-reset-saturates", quotaHeader("X-RateLimit-Reset", "999999999999999999999999"),
 		throttle.Quota{Reset: longestDuration, HasReset: true}},
+	// GitHub's additions: Used and Resource.
+	{"github-used-gives-remaining", quotaHeader("X-RateLimit-Limit", "5000", "X-RateLimit-Used", "4990"),
+		throttle.Quota{Limit: 5000, Remaining: 10, Used: 4990, HasLimit: true, HasRemaining: true, HasUsed: true}},
+	{"github-used-over-limit", quotaHeader("X-RateLimit-Limit", "60", "X-RateLimit-Used", "61"),
+		throttle.Quota{Limit: 60, Used: 61, HasLimit: true, HasRemaining: true, HasUsed: true}},
+	{"github-remaining-over-limit", quotaHeader("X-RateLimit-Limit", "10", "X-RateLimit-Remaining", "12"),
+		throttle.Quota{Limit: 10, Remaining: 12, HasLimit: true, HasRemaining: true, HasUsed: true}},
+	{"github-used-without-limit", quotaHeader("X-RateLimit-Remaining", "5", "X-RateLimit-Used", "3"),
+		throttle.Quota{Remaining: 5, Used: 3, HasRemaining: true, HasUsed: true}},
+	{"github-used-malformed", quotaHeader("X-RateLimit-Limit", "10", "X-RateLimit-Used", "-1"),
+		throttle.Quota{Limit: 10, HasLimit: true}},
+	{"github-search-resource", quotaHeader("X-RateLimit-Limit", "30", "X-RateLimit-Remaining", "29",
+		"X-RateLimit-Reset", "1700000060", "X-RateLimit-Used", "1", "X-RateLimit-Resource", " search "),
+		throttle.Quota{Limit: 30, Remaining: 29, Used: 1, Reset: time.Minute, Resource: "search",
+			HasLimit: true, HasRemaining: true, HasUsed: true, HasReset: true}},
+	{"github-resource-malformed", quotaHeader("X-RateLimit-Remaining", "1", "X-RateLimit-Resource", "co re"),
+		throttle.Quota{Remaining: 1, HasRemaining: true}},
+	{"github-used-and-resource-alone", quotaHeader("X-RateLimit-Used", "3", "X-RateLimit-Resource", "core"),
+		throttle.Quota{}},
+	// Shopify's leaky bucket: used/size.
+	{"shopify", quotaHeader("X-Shopify-Shop-Api-Call-Limit", "32/40"),
+		throttle.Quota{Limit: 40, Remaining: 8, Used: 32, HasLimit: true, HasRemaining: true, HasUsed: true}},
+	{"shopify-spaces", quotaHeader("X-Shopify-Shop-Api-Call-Limit", " 32 / 40 "),
+		throttle.Quota{Limit: 40, Remaining: 8, Used: 32, HasLimit: true, HasRemaining: true, HasUsed: true}},
+	{"shopify-full", quotaHeader("X-Shopify-Shop-Api-Call-Limit", "40/40"),
+		throttle.Quota{Limit: 40, Used: 40, HasLimit: true, HasRemaining: true, HasUsed: true}},
+	{"shopify-over", quotaHeader("X-Shopify-Shop-Api-Call-Limit", "41/40"),
+		throttle.Quota{Limit: 40, Used: 41, HasLimit: true, HasRemaining: true, HasUsed: true}},
+	{"shopify-huge-saturates", quotaHeader("X-Shopify-Shop-Api-Call-Limit", "1/99999999999999999999"),
+		throttle.Quota{Limit: math.MaxInt, Remaining: math.MaxInt - 1, Used: 1, HasLimit: true, HasRemaining: true, HasUsed: true}},
+	{"shopify-without-limit", quotaHeader("X-Shopify-Shop-Api-Call-Limit", "32/"), throttle.Quota{}},
+	{"shopify-without-used", quotaHeader("X-Shopify-Shop-Api-Call-Limit", "/40"), throttle.Quota{}},
+	{"shopify-negative", quotaHeader("X-Shopify-Shop-Api-Call-Limit", "-1/40"), throttle.Quota{}},
+	{"shopify-no-slash", quotaHeader("X-Shopify-Shop-Api-Call-Limit", "32"), throttle.Quota{}},
+	{"shopify-two-slashes", quotaHeader("X-Shopify-Shop-Api-Call-Limit", "1/2/3"), throttle.Quota{}},
+	{"shopify-fills-in", quotaHeader("X-RateLimit-Remaining", "5", "X-Shopify-Shop-Api-Call-Limit", "32/40"),
+		throttle.Quota{Limit: 40, Remaining: 5, Used: 32, HasLimit: true, HasRemaining: true, HasUsed: true}},
+	// A reset written as a Go duration.
+	{"duration-reset", quotaHeader("X-RateLimit-Reset", "6m0s"),
+		throttle.Quota{Reset: 6 * time.Minute, HasReset: true}},
+	{"duration-reset-compound", quotaHeader("X-RateLimit-Reset", "1h2m3.5s"),
+		throttle.Quota{Reset: time.Hour + 2*time.Minute + 3500*time.Millisecond, HasReset: true}},
+	{"duration-reset-milliseconds", quotaHeader("X-RateLimit-Reset", "500ms"),
+		throttle.Quota{Reset: 500 * time.Millisecond, HasReset: true}},
+	{"duration-reset-microseconds", quotaHeader("X-RateLimit-Reset", "1.5µs"),
+		throttle.Quota{Reset: 1500 * time.Nanosecond, HasReset: true}},
+	{"duration-reset-fraction-only", quotaHeader("X-RateLimit-Reset", ".5h"),
+		throttle.Quota{Reset: 30 * time.Minute, HasReset: true}},
+	{"duration-below-nanosecond-rounds-up", quotaHeader("X-RateLimit-Reset", "1.0000000001s"),
+		throttle.Quota{Reset: time.Second + 1, HasReset: true}},
+	{"duration-huge-saturates", quotaHeader("X-RateLimit-Reset", "9999999999h"),
+		throttle.Quota{Reset: longestDuration, HasReset: true}},
+	{"duration-many-digits-saturate", quotaHeader("X-RateLimit-Reset", "99999999999999999999999ns1s"),
+		throttle.Quota{Reset: longestDuration, HasReset: true}},
+	{"duration-without-last-unit", quotaHeader("X-RateLimit-Reset", "6m0"), throttle.Quota{}},
+	{"duration-negative", quotaHeader("X-RateLimit-Reset", "-6m0s"), throttle.Quota{}},
+	{"duration-signed", quotaHeader("X-RateLimit-Reset", "+6m0s"), throttle.Quota{}},
+	{"duration-unknown-unit", quotaHeader("X-RateLimit-Reset", "2d"), throttle.Quota{}},
+	{"duration-inner-space", quotaHeader("X-RateLimit-Reset", "6m 0s"), throttle.Quota{}},
+	{"duration-bare-point", quotaHeader("X-RateLimit-Reset", ".s"), throttle.Quota{}},
+	{"duration-next-spelling", quotaHeader("X-RateLimit-Reset", "soon", "X-Rate-Limit-Reset", "30s"),
+		throttle.Quota{Reset: 30 * time.Second, HasReset: true}},
 	{"none", http.Header{}, throttle.Quota{}},
 	{"unrelated", quotaHeader("Content-Type", "text/plain", "Retry-After", "5"), throttle.Quota{}},
 	{"ietf-single", quotaHeader("RateLimit", `"default";r=50;t=30`),
@@ -143,12 +206,12 @@ var quotaCases = []struct {
 		throttle.Quota{Remaining: 8, HasRemaining: true}},
 	{"both-families", quotaHeader("RateLimit", `"default";r=3;t=10`,
 		"X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "50", "X-RateLimit-Reset", "20"),
-		throttle.Quota{Limit: 100, Remaining: 3, Reset: 10 * time.Second, Policy: "default",
-			HasLimit: true, HasRemaining: true, HasReset: true}},
+		throttle.Quota{Limit: 100, Remaining: 3, Used: 50, Reset: 10 * time.Second, Policy: "default",
+			HasLimit: true, HasRemaining: true, HasUsed: true, HasReset: true}}, // each value is its family's
 	{"both-families-policy-only", quotaHeader("RateLimit-Policy", `"hour";q=1000;w=3600`,
 		"X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "50", "X-RateLimit-Reset", "20"),
-		throttle.Quota{Limit: 1000, Remaining: 50, Reset: 20 * time.Second, Window: time.Hour, Policy: "hour",
-			HasLimit: true, HasRemaining: true, HasReset: true}},
+		throttle.Quota{Limit: 1000, Remaining: 50, Used: 50, Reset: 20 * time.Second, Window: time.Hour, Policy: "hour",
+			HasLimit: true, HasRemaining: true, HasUsed: true, HasReset: true}},
 }
 
 func TestParseQuota(t *testing.T) {
@@ -192,17 +255,18 @@ func TestParseQuotaLongHeader(t *testing.T) {
 }
 
 func FuzzParseQuota(f *testing.F) {
-	fields := []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit", "RateLimit-Policy"}
+	fields := []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit", "RateLimit-Policy",
+		"X-RateLimit-Used", "X-RateLimit-Resource", "X-Shopify-Shop-Api-Call-Limit"}
 	for _, tc := range quotaCases {
-		var v [5]string
+		var v [8]string
 		for i, k := range fields {
 			v[i] = strings.Join(tc.header.Values(k), "\n")
 		}
-		f.Add(v[0], v[1], v[2], v[3], v[4], int64(0))
+		f.Add(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], int64(0))
 	}
-	f.Fuzz(func(t *testing.T, limit, remaining, reset, rl, policy string, offset int64) {
+	f.Fuzz(func(t *testing.T, limit, remaining, reset, rl, policy, used, resource, shopify string, offset int64) {
 		h := http.Header{}
-		for i, v := range []string{limit, remaining, reset, rl, policy} {
+		for i, v := range []string{limit, remaining, reset, rl, policy, used, resource, shopify} {
 			for line := range strings.SplitSeq(v, "\n") {
 				h.Add(fields[i], line)
 			}
@@ -217,11 +281,15 @@ func FuzzParseQuota(f *testing.F) {
 		if !q.HasLimit && !q.HasRemaining && !q.HasReset {
 			t.Fatalf("ok, but nothing carried: %+v", q)
 		}
-		if q.Limit < 0 || q.Remaining < 0 || q.Reset < 0 || q.Window < 0 {
+		if q.Limit < 0 || q.Remaining < 0 || q.Used < 0 || q.Reset < 0 || q.Window < 0 {
 			t.Fatalf("negative value: %+v", q)
 		}
-		if !q.HasLimit && (q.Limit != 0 || q.Window != 0) || !q.HasRemaining && q.Remaining != 0 || !q.HasReset && q.Reset != 0 {
+		if !q.HasLimit && (q.Limit != 0 || q.Window != 0) || !q.HasRemaining && q.Remaining != 0 ||
+			!q.HasUsed && q.Used != 0 || !q.HasReset && q.Reset != 0 {
 			t.Fatalf("a value not carried is not zero: %+v", q)
+		}
+		if q.Resource != "" && q.Resource != strings.TrimSpace(resource[:strings.IndexByte(resource+"\n", '\n')]) {
+			t.Fatalf("Resource %q is not X-RateLimit-Resource %q", q.Resource, resource)
 		}
 		if q.Exhausted() != (q.HasRemaining && q.Remaining == 0) {
 			t.Fatalf("Exhausted() = %v for %+v", q.Exhausted(), q)
@@ -229,13 +297,65 @@ func FuzzParseQuota(f *testing.F) {
 	})
 }
 
+// FuzzParseQuotaDurationReset holds a reset written as a Go duration to
+// time.ParseDuration's reading of it: the same, but for digits below the
+// nanosecond, which ParseDuration drops and ParseQuota rounds up.
+func FuzzParseQuotaDurationReset(f *testing.F) {
+	for _, s := range []string{"6m0s", "1h2m3.5s", "500ms", "1.5µs", "2us", "3μs", ".5h", "1.s", "0.1234567891s", "6m0", "-1s", "+1s", "9999999999h"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := time.ParseDuration(s)
+		if err != nil || strings.ContainsAny(s, "+-") || strings.Trim(s, "0123456789.") == "" {
+			return // not a duration; or signed, or a number of seconds, which ParseQuota reads otherwise
+		}
+		q, ok := throttle.ParseQuota(quotaHeader("X-RateLimit-Reset", s), quotaNow)
+		if !ok || q.Reset < want || q.Reset > want+time.Duration(len(s)) {
+			t.Fatalf("ParseQuota read %q as %v (ok %v), time.ParseDuration as %v", s, q.Reset, ok, want)
+		}
+	})
+}
+
+// answerHeader is a typical API answer's header without quota fields, as
+// net/http stores it, plus the fields kv.
+func answerHeader(kv ...string) http.Header {
+	h := http.Header{
+		"Content-Type":              {"application/json; charset=utf-8"},
+		"Content-Length":            {"1432"},
+		"Date":                      {"Tue, 14 Nov 2023 22:13:20 GMT"},
+		"Cache-Control":             {"private, max-age=60, s-maxage=60"},
+		"Etag":                      {`W/"7d3c5f0a2b"`},
+		"Vary":                      {"Accept, Authorization, Cookie"},
+		"X-Request-Id":              {"4f1c:2b9e:1a2f3c:1b2d3e:6553c9b0"},
+		"Strict-Transport-Security": {"max-age=31536000; includeSubdomains"},
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Add(kv[i], kv[i+1])
+	}
+	return h
+}
+
+// BenchmarkParseQuotaNone measures what every answer without quota fields
+// costs, as the transport reads each one: it must stay a few map lookups.
+func BenchmarkParseQuotaNone(b *testing.B) {
+	h := answerHeader()
+	b.ReportAllocs()
+	for b.Loop() {
+		throttle.ParseQuota(h, quotaNow)
+	}
+}
+
 func BenchmarkParseQuota(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		h    http.Header
 	}{
-		{"x-ratelimit", quotaHeader("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4999", "X-RateLimit-Reset", "1700000060")},
-		{"ietf", quotaHeader("RateLimit", `"burst";r=10;t=5, "daily";r=0;t=3600`,
+		{"x-ratelimit", answerHeader("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4999", "X-RateLimit-Reset", "1700000060")},
+		{"github", answerHeader("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4999", "X-RateLimit-Reset", "1700000060",
+			"X-RateLimit-Used", "1", "X-RateLimit-Resource", "core")},
+		{"shopify", answerHeader("X-Shopify-Shop-Api-Call-Limit", "32/40")},
+		{"duration-reset", answerHeader("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1h2m3.5s")},
+		{"ietf", answerHeader("RateLimit", `"burst";r=10;t=5, "daily";r=0;t=3600`,
 			"RateLimit-Policy", `"burst";q=100;w=60, "daily";q=1000;w=86400`)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -250,13 +370,14 @@ func BenchmarkParseQuota(b *testing.B) {
 func ExampleParseQuota() {
 	now := time.Unix(1_700_000_000, 0) // when the response arrived
 
-	// GitHub: X-RateLimit-Reset is a Unix time.
+	// GitHub: X-RateLimit-Reset is a Unix time; each resource has its quota.
 	h := http.Header{}
-	h.Set("X-RateLimit-Limit", "5000")
-	h.Set("X-RateLimit-Remaining", "0")
+	h.Set("X-RateLimit-Limit", "30")
+	h.Set("X-RateLimit-Used", "30")
 	h.Set("X-RateLimit-Reset", "1700000042")
+	h.Set("X-RateLimit-Resource", "search")
 	q, ok := throttle.ParseQuota(h, now)
-	fmt.Println(ok, q.Limit, q.Remaining, q.Reset, q.Exhausted())
+	fmt.Println(ok, q.Resource, q.Limit, q.Remaining, q.Reset, q.Exhausted())
 
 	// The IETF fields: the most restrictive policy is reported.
 	h = http.Header{}
@@ -264,9 +385,16 @@ func ExampleParseQuota() {
 	h.Add("RateLimit", `"burst";r=40;t=20, "daily";r=0;t=3600`)
 	q, ok = throttle.ParseQuota(h, now)
 	fmt.Println(ok, q.Policy, q.Limit, q.Window, q.Remaining, q.Reset, q.Exhausted())
+
+	// Shopify: a leaky bucket holding 40, with 32 in it; it leaks, it does not reset.
+	h = http.Header{}
+	h.Set("X-Shopify-Shop-Api-Call-Limit", "32/40")
+	q, ok = throttle.ParseQuota(h, now)
+	fmt.Println(ok, q.Used, q.Limit, q.Remaining, q.HasReset)
 	// Output:
-	// true 5000 0 42s true
+	// true search 30 0 42s true
 	// true daily 1000 24h0m0s 0 1h0m0s true
+	// true 32 40 8 false
 }
 
 // Regression (issue 8, point 8): a reset in epoch milliseconds was read as

@@ -5,13 +5,6 @@ import "strings"
 // Structured Field Lists (RFC 9651), just as far as the IETF RateLimit and
 // RateLimit-Policy fields need them.
 
-// sfItem is a member of a Structured Field List (RFC 9651, Section 3.1): a bare
-// item and its parameters.
-type sfItem struct {
-	value  sfValue
-	params []sfParam
-}
-
 type sfParam struct {
 	key   string
 	value sfValue
@@ -28,64 +21,105 @@ type sfValue struct {
 
 func (v sfValue) isText() bool { return v.kind == 's' || v.kind == 't' }
 
-// param returns the value of the parameter key; when it repeats, the last wins.
-func (it *sfItem) param(key string) (sfValue, bool) {
-	for i := len(it.params) - 1; i >= 0; i-- {
-		if it.params[i].key == key {
-			return it.params[i].value, true
+// sfParams are the parameters of a member of a List (RFC 9651, Section 3.1.2).
+type sfParams []sfParam
+
+// get returns the value of the parameter key; when it repeats, the last wins.
+func (ps sfParams) get(key string) (sfValue, bool) {
+	for i := len(ps) - 1; i >= 0; i-- {
+		if ps[i].key == key {
+			return ps[i].value, true
 		}
 	}
 	return sfValue{}, false
 }
 
-// parseSFList parses the field lines of a Structured Field List (RFC 9651,
-// Section 4.2) and calls yield with each member in order, reusing one *sfItem.
-// It reports whether the whole field is valid; when not, the caller discards
-// what yield saw. Blank lines are skipped; an absent field is an empty list.
-// Only the bare item types the RateLimit fields use are known: a member that is
-// an Inner List, or a Date or Display String, makes the field invalid.
-func parseSFList(lines []string, yield func(*sfItem)) bool {
-	p := sfParser{}
-	if len(lines) == 1 {
-		p.s = strings.Trim(lines[0], " \t")
+// sfList reads the field lines of a Structured Field List (RFC 9651, Section
+// 4.2) one member (a bare item and its parameters) at a time. Each member's
+// parameters are appended to the slice next is given, so a buffer of the
+// caller's, reused, spares allocations:
+//
+//	var buf [8]sfParam
+//	l := sfList{lines: lines}
+//	for v, ps, ok := l.next(buf[:0]); ok; v, ps, ok = l.next(buf[:0]) { ... }
+//	if l.invalid { ... discard what next gave ... }
+//
+// The bare item and the parameters come apart so that escape analysis, which
+// does not tell a struct's fields apart, does not move the buffer to the heap
+// when the item's text is kept.
+//
+// invalid reports, once next has returned false, whether the field is not a
+// valid List: the caller then discards all of it. Blank lines are skipped; an
+// absent field is an empty list. Only the bare item types the RateLimit fields
+// use are known: a member that is an Inner List, or a Date or Display String,
+// makes the field invalid.
+type sfList struct {
+	lines   []string
+	invalid bool
+
+	p       sfParser
+	started bool // the first member has been read
+}
+
+// next returns the next member's bare item v, and its parameters appended to
+// params; ok is false at the end of the list, or at the first error, which
+// sets invalid.
+func (l *sfList) next(params sfParams) (v sfValue, ps sfParams, ok bool) {
+	p := &l.p
+	if !l.started {
+		l.started = true
+		p.s = joinLines(l.lines)
 	} else {
-		var b strings.Builder
-		for _, l := range lines {
-			if l = strings.Trim(l, " \t"); l != "" {
-				if b.Len() > 0 {
-					b.WriteByte(',')
-				}
-				b.WriteString(l)
-			}
-		}
-		p.s = b.String()
-	}
-	for p.i < len(p.s) {
-		p.item.params = p.item.params[:0]
-		if !p.bareItem(&p.item.value) || !p.parameters(&p.item.params) {
-			return false
-		}
-		yield(&p.item)
 		p.skip(" \t")
 		if p.i == len(p.s) {
-			break
+			return sfValue{}, nil, false
 		}
 		if p.s[p.i] != ',' {
-			return false
+			l.invalid = true
+			return sfValue{}, nil, false
 		}
 		p.i++
 		p.skip(" \t")
 		if p.i == len(p.s) {
-			return false // a trailing comma
+			l.invalid = true // a trailing comma
+			return sfValue{}, nil, false
 		}
 	}
-	return true
+	if p.i == len(p.s) {
+		return sfValue{}, nil, false // an empty list
+	}
+	if !p.bareItem(&v) {
+		l.invalid = true
+		return sfValue{}, nil, false
+	}
+	if ps, ok = p.parameters(params); !ok {
+		l.invalid = true
+		return sfValue{}, nil, false
+	}
+	return v, ps, true
+}
+
+// joinLines joins the field lines of a field with commas, as RFC 9110 combines
+// them, skipping blank lines; one line takes no allocation.
+func joinLines(lines []string) string {
+	if len(lines) == 1 {
+		return strings.Trim(lines[0], " \t")
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		if l = strings.Trim(l, " \t"); l != "" {
+			if b.Len() > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(l)
+		}
+	}
+	return b.String()
 }
 
 type sfParser struct {
-	s    string
-	i    int
-	item sfItem
+	s string
+	i int
 }
 
 func (p *sfParser) peek() byte {
@@ -102,14 +136,15 @@ func (p *sfParser) skip(set string) {
 	}
 }
 
-// parameters parses ";key[=value]" pairs; a key without a value is true.
-func (p *sfParser) parameters(dst *[]sfParam) bool {
+// parameters parses ";key[=value]" pairs, appending them to dst; a key
+// without a value is true.
+func (p *sfParser) parameters(dst sfParams) (sfParams, bool) {
 	for p.peek() == ';' {
 		p.i++
 		p.skip(" ")
 		start := p.i
 		if c := p.peek(); !sfIsLower(c) && c != '*' {
-			return false
+			return nil, false
 		}
 		p.i++
 		p.skip("abcdefghijklmnopqrstuvwxyz0123456789_-.*")
@@ -117,12 +152,12 @@ func (p *sfParser) parameters(dst *[]sfParam) bool {
 		if p.peek() == '=' {
 			p.i++
 			if !p.bareItem(&prm.value) {
-				return false
+				return nil, false
 			}
 		}
-		*dst = append(*dst, prm)
+		dst = append(dst, prm)
 	}
-	return true
+	return dst, true
 }
 
 func (p *sfParser) bareItem(v *sfValue) bool {

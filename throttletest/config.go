@@ -94,6 +94,31 @@ const (
 	RetryAfterNone
 )
 
+// TokenBucketHeaders is how the quota headers describe a token bucket. The
+// forms other than TruthfulBucket are what some real APIs send, and mislead a
+// client that takes them at their word: offer them to test that a client
+// survives them, by backing off on 429, not to test that it paces well.
+type TokenBucketHeaders int
+
+const (
+	// TruthfulBucket describes a bucket by its depth and rate, as the
+	// package doc ("Quota headers") says. It is the default.
+	TruthfulBucket TokenBucketHeaders = iota
+	// BurstPerSecond announces the depth as a quota per second:
+	// X-RateLimit-Limit and q are Burst, w is 1, and X-RateLimit-Reset and t
+	// are always 1, as if the bucket refilled whole every second. A client
+	// that believes it sends Burst a second, and is refused whenever Rate is
+	// below Burst.
+	BurstPerSecond
+	// RatePerSecond announces the rate as a quota per second:
+	// X-RateLimit-Limit and q are Rate rounded (at least 1), w is 1,
+	// X-RateLimit-Remaining and r are the whole tokens but at most that, and
+	// X-RateLimit-Reset and t are always 1. A client that believes it sends a
+	// second's worth at once, and is refused whenever Burst is below Rate;
+	// where Burst is above, it never learns of the burst.
+	RatePerSecond
+)
+
 // Config describes a fake API. The zero Config admits every request that has a key,
 // at once, with no quota headers.
 type Config struct {
@@ -106,21 +131,22 @@ type Config struct {
 	RetryAfter RetryAfterFormat
 	// XRateLimit adds X-RateLimit-Limit, -Remaining and -Reset to 429 responses.
 	// They describe the limit that refused the request, or else the limit with the
-	// fewest requests remaining. False means not sent.
-	//
-	// In both families the limit is N for windows, Burst for a token bucket and
-	// Queue+1 for a leaky bucket; the reset (X-RateLimit-Reset, t) is the delta
-	// seconds, rounded up, until the quota is whole again: the window ends, the
-	// bucket is full, the queue is empty. Concurrency limits are not quotas over
-	// time and appear in neither family.
+	// fewest requests remaining; the package doc ("Quota headers") says what
+	// they hold. False means not sent.
 	XRateLimit bool
-	// IETF adds the draft-ietf-httpapi-ratelimit-headers-11 fields to 429 responses,
-	// one list member per limit, in the order of Limits:
-	// RateLimit: "name";r=<remaining>;t=<reset> and
-	// RateLimit-Policy: "name";q=<limit>;w=<window>, where the window is Per, or
-	// the time to fill an empty bucket (Burst/Rate, (Queue+1)/Rate), rounded up
-	// to whole seconds and at least 1. False means not sent.
+	// IETF adds the fields of draft-ietf-httpapi-ratelimit-headers-11 to 429
+	// responses, one list member per limit, in the order of Limits:
+	//
+	//	RateLimit: "name";r=<remaining>;t=<seconds>
+	//	RateLimit-Policy: "name";q=<quota>;w=<seconds>
+	//
+	// The package doc ("Quota headers") says what they hold. False means not
+	// sent.
 	IETF bool
+	// TokenBucketHeaders announces the TokenBucket limits in one of the
+	// misleading forms real APIs use, in both header families; the zero
+	// value, TruthfulBucket, tells the truth. It changes nothing else.
+	TokenBucketHeaders TokenBucketHeaders
 	// HeadersOnSuccess sends the enabled quota headers on accepted responses too.
 	// False means only 429 responses carry them.
 	HeadersOnSuccess bool

@@ -1,6 +1,7 @@
 package throttletest
 
 import (
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -41,24 +42,96 @@ func (c *Config) setQuotaHeaders(h http.Header, qs []quota, bind int) {
 		return
 	}
 	if c.XRateLimit {
-		q := qs[bind]
-		h.Set("X-RateLimit-Limit", strconv.Itoa(q.limit))
-		h.Set("X-RateLimit-Remaining", strconv.Itoa(q.remaining))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(q.reset), 10))
+		a := c.TokenBucketHeaders.announce(qs[bind])
+		h.Set("X-RateLimit-Limit", strconv.Itoa(a.limit))
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(a.remaining))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(a.reset, 10))
 	}
 	if c.IETF {
 		limits := make([]string, len(qs))
 		policies := make([]string, len(qs))
 		for i, q := range qs {
+			a := c.TokenBucketHeaders.announce(q)
 			name := sfString(q.name)
-			limits[i] = name + ";r=" + strconv.Itoa(q.remaining) +
-				";t=" + strconv.FormatInt(ceilSeconds(q.reset), 10)
-			policies[i] = name + ";q=" + strconv.Itoa(q.limit) +
-				";w=" + strconv.FormatInt(max(ceilSeconds(q.window), 1), 10)
+			limits[i] = name + ";r=" + strconv.Itoa(a.remaining) + ";t=" + strconv.FormatInt(a.t, 10)
+			policies[i] = name + ";q=" + strconv.Itoa(a.q) + ";w=" + strconv.FormatInt(a.w, 10)
+			if a.burst > 0 {
+				policies[i] += ";throttletest-burst=" + strconv.Itoa(a.burst)
+			}
 		}
 		h.Set("RateLimit", strings.Join(limits, ", "))
 		h.Set("RateLimit-Policy", strings.Join(policies, ", "))
 	}
+}
+
+// announcement is what the quota headers say of one limit, in whole numbers.
+type announcement struct {
+	limit, remaining int   // X-RateLimit-Limit, -Remaining; RateLimit's r is remaining too
+	reset            int64 // X-RateLimit-Reset, seconds
+	t                int64 // RateLimit's t, seconds
+	q                int   // RateLimit-Policy's q per w seconds
+	w                int64
+	burst            int // RateLimit-Policy's throttletest-burst; 0 when not sent
+}
+
+// announce says what the headers announce of q in form f (the package doc
+// says what and why for the truthful form, TokenBucketHeaders for the others).
+func (f TokenBucketHeaders) announce(q quota) announcement {
+	if q.algorithm == TokenBucket && f != TruthfulBucket {
+		return f.mislead(q)
+	}
+	a := announcement{
+		limit: q.limit, remaining: q.remaining,
+		reset: ceilSeconds(q.reset), t: max(ceilSeconds(q.next), 1),
+	}
+	a.q, a.w, a.burst = policy(q)
+	return a
+}
+
+// policy returns RateLimit-Policy's q per w seconds for q, and the depth to
+// announce as throttletest-burst, 0 for none.
+func policy(q quota) (n int, w int64, burst int) {
+	switch q.algorithm {
+	case TokenBucket, LeakyBucket:
+		n, w = bucketPolicy(q.limit, q.window)
+		if n != q.limit {
+			burst = q.limit
+		}
+		return n, w, burst
+	case SlidingCounter:
+		// Its estimate counts the last window's requests too: N-1 per Per is
+		// what it admits for ever; N = 1 admits one per two windows.
+		if q.limit == 1 {
+			return 1, max(ceilSeconds(2*q.window), 1), 0
+		}
+		return q.limit - 1, max(ceilSeconds(q.window), 1), 0
+	}
+	return q.limit, max(ceilSeconds(q.window), 1), 0
+}
+
+// mislead announces a token bucket in f, one of the misleading forms.
+func (f TokenBucketHeaders) mislead(q quota) announcement {
+	a := announcement{limit: q.limit, remaining: q.remaining, reset: 1, t: 1, q: q.limit, w: 1}
+	if f == RatePerSecond {
+		perSecond := max(int(math.Round(float64(q.limit)*float64(time.Second)/float64(q.window))), 1)
+		a.limit, a.remaining, a.q = perSecond, min(q.remaining, perSecond), perSecond
+	}
+	return a
+}
+
+// bucketPolicy returns the q per w seconds that describes a bucket of depth b
+// that takes fill to refill from empty (the package doc says why): of b per
+// ceil(fill) seconds, and floor(rate·w) per w = floor(fill) seconds (at least
+// 1), the faster, which is never faster than the bucket; on a tie, the one
+// with q = b.
+func bucketPolicy(b int, fill time.Duration) (q int, w int64) {
+	q, w = b, max(ceilSeconds(fill), 1)
+	w2 := max(int64(fill/time.Second), 1)
+	q2 := int(math.Floor(float64(w2)*float64(time.Second)*float64(b)/float64(fill) + slack))
+	if q2 >= 1 && int64(q2)*w > int64(q)*w2 {
+		return q2, w2
+	}
+	return q, w
 }
 
 // fewestRemaining picks the quota a client should mind most: the fewest requests

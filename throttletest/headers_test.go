@@ -1,6 +1,7 @@
 package throttletest_test
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"testing/synctest"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/throttlehttp/throttle"
 	"github.com/throttlehttp/throttle/throttletest"
 )
 
@@ -151,4 +153,218 @@ func TestXRateLimitDescribesTheRefusingLimit(t *testing.T) {
 		assert.Equal(t, "10", r.header.Get("X-RateLimit-Reset"))
 		assert.Equal(t, "10", r.header.Get("Retry-After"))
 	})
+}
+
+// A trusting client takes the quota headers at their word: it sends as much
+// as they say it may, as soon as they say it may, for a minute from the
+// bubble's start, and returns how many of its requests were refused and
+// accepted. It reads one family, the IETF one or X-RateLimit-*.
+type trusting struct {
+	ietf bool
+	run  func(t *testing.T, api *throttletest.API) (refused, accepted int)
+}
+
+// trustingAPI serves l with the headers client reads.
+func trustingAPI(client trusting, l throttletest.Limit, form throttletest.TokenBucketHeaders) *throttletest.API {
+	return throttletest.NewAPI(throttletest.Config{
+		Limits:     []throttletest.Limit{l},
+		XRateLimit: !client.ietf, IETF: client.ietf, HeadersOnSuccess: true, TokenBucketHeaders: form,
+	})
+}
+
+// quotaOf sends a request and reads the quota its answer announces.
+func quotaOf(t *testing.T, api *throttletest.API, refused, accepted *int) throttle.Quota {
+	t.Helper()
+	r := get(t, api, "k")
+	if r.code == http.StatusTooManyRequests {
+		*refused++
+	} else {
+		*accepted++
+	}
+	q, ok := throttle.ParseQuota(r.header, time.Now())
+	require.True(t, ok, "no quota in %v", r.header)
+	return q
+}
+
+var trustingClients = map[string]trusting{
+	// paces at q per w of RateLimit-Policy, evenly.
+	"policy-pacer": {true, func(t *testing.T, api *throttletest.API) (refused, accepted int) {
+		q := quotaOf(t, api, &refused, &accepted)
+		for end := time.Now().Add(time.Minute); time.Now().Before(end); {
+			time.Sleep(q.Window / time.Duration(q.Limit))
+			quotaOf(t, api, &refused, &accepted)
+		}
+		return refused, accepted
+	}},
+	// sends q at once every w seconds of RateLimit-Policy, as if w were a
+	// fixed window.
+	"policy-batches": {true, func(t *testing.T, api *throttletest.API) (refused, accepted int) {
+		q := quotaOf(t, api, &refused, &accepted)
+		for end := time.Now().Add(time.Minute); time.Now().Before(end); {
+			time.Sleep(q.Window)
+			for range q.Limit {
+				quotaOf(t, api, &refused, &accepted)
+			}
+		}
+		return refused, accepted
+	}},
+	// sends RateLimit's r at once, then waits its t.
+	"ratelimit-r-then-t": {true, func(t *testing.T, api *throttletest.API) (refused, accepted int) {
+		for end := time.Now().Add(time.Minute); time.Now().Before(end); {
+			q := quotaOf(t, api, &refused, &accepted)
+			for range q.Remaining {
+				q = quotaOf(t, api, &refused, &accepted)
+			}
+			time.Sleep(q.Reset)
+		}
+		return refused, accepted
+	}},
+	// sends X-RateLimit-Limit at once, then waits X-RateLimit-Reset, after
+	// which the quota is whole.
+	"x-ratelimit-limit-then-reset": {false, func(t *testing.T, api *throttletest.API) (refused, accepted int) {
+		for end := time.Now().Add(time.Minute); time.Now().Before(end); {
+			q := quotaOf(t, api, &refused, &accepted)
+			for range q.Limit - 1 {
+				q = quotaOf(t, api, &refused, &accepted)
+			}
+			time.Sleep(q.Reset)
+		}
+		return refused, accepted
+	}},
+	// spreads X-RateLimit-Remaining over X-RateLimit-Reset.
+	"x-ratelimit-remaining-over-reset": {false, func(t *testing.T, api *throttletest.API) (refused, accepted int) {
+		for end := time.Now().Add(time.Minute); time.Now().Before(end); {
+			q := quotaOf(t, api, &refused, &accepted)
+			if q.Remaining == 0 {
+				time.Sleep(q.Reset)
+			} else {
+				time.Sleep(q.Reset / time.Duration(q.Remaining))
+			}
+		}
+		return refused, accepted
+	}},
+}
+
+// TestTruthfulHeaders proves the quota headers true: clients that take them
+// at their word are never refused, and the policy's pace is not far below
+// what the limit sustains.
+func TestTruthfulHeaders(t *testing.T) {
+	bucket := func(rate float64, burst int) throttletest.Limit {
+		return throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: rate, Burst: burst}
+	}
+	window := func(a throttletest.Algorithm, n int, per time.Duration) throttletest.Limit {
+		return throttletest.Limit{Algorithm: a, N: n, Per: per}
+	}
+	tests := []struct {
+		limit   throttletest.Limit
+		pace    float64 // what the limit sustains, per second
+		batches bool    // whether q may go at once
+	}{
+		{bucket(1, 5), 1, true},
+		{bucket(10, 5), 10, false}, // less than a second's worth: the policy cannot say the burst
+		{bucket(1.3, 50), 1.3, true},
+		{bucket(0.6, 1), 0.6, true},
+		{bucket(200, 1), 200, false},
+		{bucket(2.5, 2), 2.5, true},
+		{bucket(2, 20), 2, true},
+		{throttletest.Limit{Algorithm: throttletest.LeakyBucket, Rate: 2, Queue: 9}, 2, true},
+		{window(throttletest.FixedWindow, 5, 10*time.Second), 0.5, true},
+		{window(throttletest.FixedWindow, 5, 1500*time.Millisecond), 5 / 1.5, true},
+		{window(throttletest.SlidingLog, 5, 10*time.Second), 0.5, true},
+		{window(throttletest.SlidingCounter, 5, 10*time.Second), 0.4, false}, // the estimate counts the last window too
+		{window(throttletest.SlidingCounter, 5, 1500*time.Millisecond), 4 / 1.5, false},
+		{window(throttletest.SlidingCounter, 1, 10*time.Second), 0.05, true},
+	}
+	for _, tt := range tests {
+		for name, client := range trustingClients {
+			if name == "policy-batches" && !tt.batches {
+				continue
+			}
+			l := tt.limit
+			t.Run(fmt.Sprintf("%v-%v-%v-%v-%v/%s", l.Algorithm, l.Rate, l.Burst+l.Queue, l.N, l.Per, name), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					refused, accepted := client.run(t, trustingAPI(client, l, throttletest.TruthfulBucket))
+					assert.Zero(t, refused, "accepted %d", accepted)
+					if name == "policy-pacer" {
+						assert.GreaterOrEqual(t, float64(accepted), 0.7*tt.pace*60, "the policy's pace")
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestMisleadingBucketHeaders proves the misleading forms mislead: a client
+// that takes them at their word is refused.
+func TestMisleadingBucketHeaders(t *testing.T) {
+	tests := []struct {
+		name   string
+		form   throttletest.TokenBucketHeaders
+		rate   float64
+		burst  int
+		client string
+	}{
+		{"burst-per-second", throttletest.BurstPerSecond, 2, 20, "x-ratelimit-limit-then-reset"},
+		{"burst-per-second", throttletest.BurstPerSecond, 2, 20, "policy-batches"},
+		{"rate-per-second", throttletest.RatePerSecond, 10, 2, "x-ratelimit-limit-then-reset"},
+		{"rate-per-second", throttletest.RatePerSecond, 10, 2, "policy-batches"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+"/"+tt.client, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				client := trustingClients[tt.client]
+				l := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: tt.rate, Burst: tt.burst}
+				refused, _ := client.run(t, trustingAPI(client, l, tt.form))
+				assert.Positive(t, refused)
+			})
+		})
+	}
+}
+
+// TestIETFEffectiveWindow checks t against each algorithm: the time until
+// the limit admits more than r, were they all sent now; X-RateLimit-Reset is
+// the time until it is whole again.
+func TestIETFEffectiveWindow(t *testing.T) {
+	type burst struct {
+		sleep time.Duration
+		n     int
+	}
+	tests := []struct {
+		name      string
+		limit     throttletest.Limit
+		bursts    []burst
+		rateLimit string
+		reset     string
+	}{
+		{"fixed-window", throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 3, Per: time.Minute},
+			[]burst{{10 * time.Second, 1}}, `"fixed-window";r=2;t=50`, "50"},
+		{"sliding-log-oldest-expires", throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 3, Per: 10 * time.Second},
+			[]burst{{0, 2}, {4 * time.Second, 1}}, `"sliding-log";r=0;t=6`, "10"},
+		{"sliding-counter", throttletest.Limit{Algorithm: throttletest.SlidingCounter, N: 4, Per: 10 * time.Second},
+			[]burst{{0, 4}}, `"sliding-counter";r=0;t=13`, "20"}, // in the next window, 4*(1-e/10) <= 3 from e=2.5s
+		{"token-bucket-next-token", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 0.5, Burst: 3},
+			[]burst{{0, 2}, {time.Second, 1}}, `"token-bucket";r=0;t=1`, "5"},
+		{"token-bucket-whole-interval", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 0.5, Burst: 3},
+			[]burst{{0, 2}}, `"token-bucket";r=1;t=2`, "4"},
+		{"leaky-bucket", throttletest.Limit{Algorithm: throttletest.LeakyBucket, Rate: 0.5, Queue: 2},
+			[]burst{{0, 1}}, `"leaky-bucket";r=2;t=2`, "2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(throttletest.Config{
+					Limits: []throttletest.Limit{tt.limit}, XRateLimit: true, IETF: true, HeadersOnSuccess: true,
+				})
+				var r result
+				for _, b := range tt.bursts {
+					time.Sleep(b.sleep)
+					for range b.n {
+						r = get(t, api, "k")
+					}
+				}
+				assert.Equal(t, tt.rateLimit, r.header.Get("RateLimit"))
+				assert.Equal(t, tt.reset, r.header.Get("X-RateLimit-Reset"))
+			})
+		})
+	}
 }

@@ -34,14 +34,17 @@ func (b *leakyBucket) take(now time.Time) time.Time {
 	return at
 }
 
+// quota's next is when the first request in the bucket leaves it, or, in an
+// empty bucket, the first of those sent now.
 func (b *leakyBucket) quota(now time.Time) (quota, bool) {
 	b.prune(now)
 	q := quota{
-		name: b.name, limit: b.capacity, remaining: b.capacity - len(b.served),
-		window: time.Duration(b.capacity) * b.interval,
+		name: b.name, algorithm: LeakyBucket, limit: b.capacity, remaining: b.capacity - len(b.served),
+		next: b.interval, window: time.Duration(b.capacity) * b.interval,
 	}
 	if n := len(b.served); n > 0 {
 		q.reset = b.served[n-1].Add(b.interval).Sub(now)
+		q.next = b.served[0].Add(b.interval).Sub(now)
 	}
 	return q, true
 }

@@ -21,13 +21,16 @@ type limiter interface {
 	quota(now time.Time) (q quota, ok bool)
 }
 
-// quota is what the quota headers say about one limit.
+// quota is the state of one limit at an instant, as the quota headers need
+// it; headers.go says how each family announces it.
 type quota struct {
 	name      string
-	limit     int
-	remaining int
-	reset     time.Duration // until the quota is whole again
-	window    time.Duration
+	algorithm Algorithm
+	limit     int           // requests the limit holds when whole: N, Burst, Queue+1
+	remaining int           // requests it would admit at once now
+	reset     time.Duration // until it is whole again
+	next      time.Duration // until it admits more than remaining in all, were they all sent now
+	window    time.Duration // Per; for a bucket, the time it takes to refill from empty
 }
 
 func newLimiter(l Limit) limiter {
@@ -83,12 +86,20 @@ func (b *tokenBucket) take(now time.Time) time.Time {
 	return now
 }
 
+// quota counts whole tokens: the bucket lacks ceil((tat-now)/interval) of
+// Burst. The next whole token comes when tat-now falls to a multiple of
+// interval, or one interval after a request when the bucket is full; sending
+// the tokens left moves tat by whole intervals, which does not change when.
 func (b *tokenBucket) quota(now time.Time) (quota, bool) {
 	used := max(b.tat.Sub(now), 0)
 	spent := int((used + b.interval - 1) / b.interval) // whole tokens missing
+	next := used % b.interval
+	if next == 0 {
+		next = b.interval
+	}
 	return quota{
-		name: b.name, limit: b.burst, remaining: max(b.burst-spent, 0),
-		reset: used, window: time.Duration(b.burst) * b.interval,
+		name: b.name, algorithm: TokenBucket, limit: b.burst, remaining: max(b.burst-spent, 0),
+		reset: used, next: next, window: time.Duration(b.burst) * b.interval,
 	}, true
 }
 
@@ -124,9 +135,10 @@ func (w *fixedWindow) take(now time.Time) time.Time {
 
 func (w *fixedWindow) quota(now time.Time) (quota, bool) {
 	w.roll(now)
+	end := w.start.Add(w.per).Sub(now)
 	return quota{
-		name: w.name, limit: w.n, remaining: w.n - w.count,
-		reset: w.start.Add(w.per).Sub(now), window: w.per,
+		name: w.name, algorithm: FixedWindow, limit: w.n, remaining: w.n - w.count,
+		reset: end, next: end, window: w.per,
 	}, true
 }
 
@@ -165,11 +177,14 @@ func (s *slidingLog) take(now time.Time) time.Time {
 	return now
 }
 
+// quota's next is when the oldest entry expires: the entries sent now
+// expire after it. With an empty log, those sent now are the oldest.
 func (s *slidingLog) quota(now time.Time) (quota, bool) {
 	s.prune(now)
-	q := quota{name: s.name, limit: s.n, remaining: s.n - len(s.log), window: s.per}
+	q := quota{name: s.name, algorithm: SlidingLog, limit: s.n, remaining: s.n - len(s.log), next: s.per, window: s.per}
 	if len(s.log) > 0 {
 		q.reset = s.log[len(s.log)-1].Add(s.per).Sub(now)
+		q.next = s.log[0].Add(s.per).Sub(now)
 	}
 	return q, true
 }
@@ -208,19 +223,25 @@ func weighted(prev, curr int, e, per time.Duration) float64 {
 
 func (s *slidingCounter) check(now time.Time) (bool, time.Duration) {
 	s.roll(now)
+	wait := s.wait(s.curr, now.Sub(s.start))
+	return wait == 0, wait
+}
+
+// wait returns how long from elapsed into the current window until one more
+// request fits, were curr the current window's count.
+func (s *slidingCounter) wait(curr int, elapsed time.Duration) time.Duration {
 	limit := float64(s.n - 1) // the estimate must leave room for this request
-	elapsed := now.Sub(s.start)
-	if weighted(s.prev, s.curr, elapsed, s.per) <= limit {
-		return true, 0
+	if weighted(s.prev, curr, elapsed, s.per) <= limit {
+		return 0
 	}
-	if e, ok := fit(s.prev, s.curr, s.per, limit); ok {
-		return false, e - elapsed // later in this window
+	if e, ok := fit(s.prev, curr, s.per, limit); ok {
+		return e - elapsed // later in this window
 	}
-	e, ok := fit(s.curr, 0, s.per, limit) // in the next window, curr becomes prev
+	e, ok := fit(curr, 0, s.per, limit) // in the next window, curr becomes prev
 	if !ok {
 		e = s.per // N is 1: in the window after
 	}
-	return false, s.per - elapsed + e
+	return s.per - elapsed + e
 }
 
 // fit returns the least elapsed time e < per, in whole nanoseconds, at which
@@ -249,9 +270,11 @@ func (s *slidingCounter) take(now time.Time) time.Time {
 
 func (s *slidingCounter) quota(now time.Time) (quota, bool) {
 	s.roll(now)
-	est := weighted(s.prev, s.curr, now.Sub(s.start), s.per)
-	q := quota{name: s.name, limit: s.n, window: s.per}
+	elapsed := now.Sub(s.start)
+	est := weighted(s.prev, s.curr, elapsed, s.per)
+	q := quota{name: s.name, algorithm: SlidingCounter, limit: s.n, window: s.per}
 	q.remaining = max(int(math.Floor(float64(s.n)-est+slack)), 0)
+	q.next = s.wait(s.curr+q.remaining, elapsed)
 	switch end := s.start.Add(s.per); {
 	case s.curr > 0:
 		q.reset = end.Add(s.per).Sub(now)
