@@ -79,11 +79,14 @@ const (
 	// LimitBackoff: a retry's own delay (jittered backoff, or the server's
 	// Retry-After).
 	LimitBackoff
+	// LimitQuota: the server's quota headers: what it said remains is
+	// spent until its reset, or until its bucket refills.
+	LimitQuota
 )
 
 var limitNames = [...]string{
 	LimitNone: "none", LimitLine: "line", LimitRate: "rate", LimitQueue: "queue", LimitWindow: "window",
-	LimitPause: "pause", LimitProbe: "probe", LimitRamp: "ramp", LimitInFlight: "in-flight", LimitBackoff: "backoff",
+	LimitPause: "pause", LimitProbe: "probe", LimitRamp: "ramp", LimitInFlight: "in-flight", LimitBackoff: "backoff", LimitQuota: "quota",
 }
 
 func (l Limit) String() string {

@@ -24,19 +24,20 @@ type keyState struct {
 	mu         sync.Mutex
 	lim        *rate.Limiter // nil: unpaced (a pace may be learned, see adapt.go)
 	limAt      time.Duration // the latest time lim was used at, from the epoch: its clock never goes back
-	reserve    int           // tokens of Burst held back against jitter (see latency.go)
 	wins       []windowLog
-	slots      int     // in-flight slots held (MaxInFlight > 0)
 	head, tail *waiter // the line
 	admitted   uint64  // attempts admitted so far: each ticket's number
 
 	// Counts of goroutines (int32: a key has fewer than 2^31), packed
 	// with the flags into two words.
-	waiting int32 // attempts in the line
-	sending int32 // attempts sent, response not yet in
-	refs    int32 // RoundTrips holding the state
-	used    bool  // acquired since the last sweep: spared once
-	dead    bool  // evicted: holders of a stale pointer must look it up again
+	waiting int32         // attempts in the line
+	sending int32         // attempts sent, response not yet in
+	refs    int32         // RoundTrips holding the state
+	reserve int32         // tokens of Burst held back against jitter (see latency.go)
+	slots   int32         // in-flight slots held (MaxInFlight > 0)
+	used    bool          // acquired since the last sweep: spared once
+	dead    bool          // evicted: holders of a stale pointer must look it up again
+	hdr     atomic.Uint32 // quota headers seen, or answers without them (told.go)
 
 	lat    latency
 	health health
@@ -59,6 +60,7 @@ type trouble struct {
 	adapt      adaptation
 	stats      rareCounts
 	alias      *string // shown instead of key when key holds a credential (see shownKey)
+	told       *told   // the server's count, from its quota headers (told.go)
 }
 
 // troubled returns the key's trouble, made at the first call.
@@ -106,11 +108,16 @@ func (ks *keyState) readyAt(now time.Time, mono time.Duration) (time.Time, holde
 			at, h = end, holder{limit: LimitRamp}
 		}
 	}
-	if ks.pol.MaxInFlight > 0 && ks.slots >= ks.pol.MaxInFlight {
+	if ks.pol.MaxInFlight > 0 && int(ks.slots) >= ks.pol.MaxInFlight {
 		return never, holder{limit: LimitInFlight}
 	}
 	if until := ks.pausedUntil(); until.After(at) {
 		at, h = until, holder{limit: LimitPause}
+	}
+	if tr := ks.tr; tr != nil && tr.told != nil {
+		if next := now.Add(tr.told.lowerBound(mono, ks.admitted, int(ks.sending), 0) - mono); next.After(at) {
+			at, h = next, holder{limit: LimitQuota}
+		}
 	}
 	for i := range ks.wins {
 		// A window's time is absolute: taken at now, then compared, so that
@@ -144,6 +151,11 @@ func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead int) (ti
 	at, h := now, holder{}
 	if until := ks.pausedUntil(); until.After(at) {
 		at, h = until, holder{limit: LimitPause}
+	}
+	if tr := ks.tr; tr != nil && tr.told != nil {
+		if next := now.Add(tr.told.lowerBound(mono, ks.admitted, int(ks.sending), ahead) - mono); next.After(at) {
+			at, h = next, holder{limit: LimitQuota}
+		}
 	}
 	for i := range ks.wins {
 		w := &ks.wins[i]
@@ -187,6 +199,9 @@ func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) (tk tick
 	if tr := ks.tr; tr != nil && tr.ramp > 0 {
 		tr.ramp = max(tr.ramp, ks.sending) // past ramp only when the head's answer was overdue
 		tr.rampAt = mono
+	}
+	if tr := ks.tr; tr != nil && tr.told != nil {
+		tr.told.took(mono, int(ks.sending)-1) // the others on their way
 	}
 	return tk
 }
@@ -290,7 +305,7 @@ func (t *Transport) newKeyState(p *policy, key string) *keyState {
 	ks := &keyState{key: key, pol: p, lim: p.newLimiter()}
 	ks.ev.spanAt = longAgo
 	if ks.lim != nil && p.Queue == 0 {
-		ks.reserve = ks.lat.reserve(float64(p.Rate), p.Burst)
+		ks.reserve = int32(ks.lat.reserve(float64(p.Rate), p.Burst))
 	}
 	if len(p.Windows) > 0 {
 		ks.wins = make([]windowLog, len(p.Windows))

@@ -36,6 +36,9 @@ type hint struct {
 	wait    time.Duration // how long the server asks to wait, if hasWait
 	hasWait bool
 	source  string // the header the wait came from
+	quota   Quota  // the quota headers, if read and hasQuota
+	read    bool   // the quota headers were looked for
+	hasQ    bool
 }
 
 func (h hint) throttled() bool { return h.signal == signalQuota }
@@ -70,11 +73,12 @@ func readHint(resp *http.Response, failed bool, now time.Time) hint {
 		return h // Retry-After is a floor for the retry's delay; no news about the quota
 	}
 	q, ok := ParseQuota(resp.Header, now)
+	h.quota, h.read, h.hasQ = q, true, ok
 	if h.signal == signalNone {
 		// 403 without Retry-After: GitHub's primary rate limit says the
 		// quota is spent; any other 403 is the caller's business.
 		if !ok || !q.Exhausted() {
-			return hint{}
+			return hint{quota: q, read: true, hasQ: ok}
 		}
 		h.signal = signalQuota
 	}
@@ -118,6 +122,14 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	}
 	if !h.throttled() && (resp != nil || failed) {
 		ks.ev.answered(at) // not refused for the quota: evidence of what it bears
+	}
+	if h.hasQ && h.quota.HasRemaining {
+		tr := ks.troubled()
+		if tr.told == nil {
+			tr.told = &told{}
+		}
+		tr.told.rollover(at, ks.admitted)
+		tr.told.read(h.quota, at, tk.adm, int(ks.sending), ok)
 	}
 	if ok {
 		ks.accept()
@@ -180,12 +192,12 @@ func (ks *keyState) answered(tk ticket, response bool, now time.Time, mono time.
 	// The reserve only grows: a key sending at its pace keeps the server's
 	// bucket as low as it found it, so a larger reserve is built by leaving
 	// tokens unused, and giving it back would only have to be paid again.
-	r := ks.lat.reserve(float64(ks.lim.Limit()), ks.pol.Burst)
+	r := int32(ks.lat.reserve(float64(ks.lim.Limit()), ks.pol.Burst))
 	if r <= ks.reserve {
 		return
 	}
 	want := ks.lim.TokensAt(now) - float64(r-ks.reserve) // the server keeps r-reserve more
-	depth := max(1, ks.pol.Burst-r)
+	depth := max(1, ks.pol.Burst-int(r))
 	ks.lim.SetBurstAt(now, depth) // caps what the bucket holds at the new depth
 	takeTokens(ks.lim, now, int(math.Ceil(ks.lim.TokensAt(now)-want)))
 	ks.reserve = r

@@ -202,11 +202,11 @@ func (t *Transport) refuse(ks *keyState, now time.Time, ahead int, deadline time
 		ks.troubled().stats.RefusedPaused++
 		return fail(holder{limit: LimitPause}, until, ErrPaused)
 	}
-	if !hasDeadline && last.IsZero() {
-		return nil
-	}
 	at, h := ks.lowerBound(now, t.since(now), ahead)
 	switch {
+	case h.limit == LimitQuota && at.Sub(now) > t.cfg.retry.MaxRetryAfter:
+		ks.troubled().stats.RefusedPaused++
+		return fail(h, at, ErrPaused)
 	case hasDeadline && at.After(deadline):
 		ks.troubled().stats.RefusedDeadline++
 		return fail(h, at, ErrWouldExceedDeadline)

@@ -83,7 +83,7 @@ func (ks *keyState) snapshot() KeyStats {
 	s := KeyStats{
 		Requests: ks.stats.Requests, Attempts: int64(ks.admitted),
 		Waited: ks.stats.Waited, WaitTime: ks.stats.WaitTime,
-		Queued: int(ks.waiting), InFlight: int(ks.sending), Slots: ks.slots,
+		Queued: int(ks.waiting), InFlight: int(ks.sending), Slots: int(ks.slots),
 	}
 	if ks.lim != nil {
 		s.Rate = ks.lim.Limit()

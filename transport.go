@@ -227,6 +227,13 @@ func (o *outcome) held() bool { return !o.ls.held.Before(o.now.Add(o.delay)) }
 func (r *request) judge(tk ticket, attempt int, resp *http.Response, err error) outcome {
 	o := outcome{now: time.Now()}
 	o.h = readHint(resp, err != nil && r.ctx.Err() == nil && retryableErr(err), o.now)
+	if resp != nil && !o.h.read && r.ks.wantsQuota(tk.adm) {
+		o.h.quota, o.h.hasQ = ParseQuota(resp.Header, o.now)
+		o.h.read = true
+	}
+	if o.h.read {
+		r.ks.sawQuota(o.h.hasQ)
+	}
 	o.retryable = r.retryable(resp, err, o.h)
 	if o.retryable || o.h.signal != signalNone {
 		// Also the length of a pause, should the answer begin one.
