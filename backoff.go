@@ -178,8 +178,10 @@ const (
 // at moves the budget to now's ten seconds, emptying the buckets of the ten
 // seconds it passes, and returns now's bucket. A clock that went back
 // counts in the latest bucket.
-func (b *budget) at(now time.Time) int64 {
-	slot := now.UnixNano() / int64(budgetSpan)
+// at is the bucket of mono, a time from the transport's epoch (monotonic:
+// a wall clock stepped back cannot freeze the minute).
+func (b *budget) at(mono time.Duration) int64 {
+	slot := int64(mono / budgetSpan)
 	for s := max(b.slot+1, slot-budgetBuckets+1); s <= slot; s++ {
 		b.firsts[s%budgetBuckets], b.retries[s%budgetBuckets] = 0, 0
 	}
@@ -187,14 +189,14 @@ func (b *budget) at(now time.Time) int64 {
 	return b.slot % budgetBuckets
 }
 
-func (b *budget) first(now time.Time) { b.firsts[b.at(now)]++ }
+func (b *budget) first(mono time.Duration) { b.firsts[b.at(mono)]++ }
 
 // spend takes one retry from the budget if it has one.
-func (b *budget) spend(now time.Time, ratio float64, floor int) bool {
+func (b *budget) spend(mono time.Duration, ratio float64, floor int) bool {
 	if ratio < 0 {
 		return true
 	}
-	i := b.at(now)
+	i := b.at(mono)
 	var firsts, retries int
 	for j := range budgetBuckets {
 		firsts += int(b.firsts[j])

@@ -37,6 +37,7 @@ type keyState struct {
 	slots   int32         // in-flight slots held (MaxInFlight > 0)
 	used    bool          // acquired since the last sweep: spared once
 	dead    bool          // evicted: holders of a stale pointer must look it up again
+	aliased bool          // tr.alias is set: fixed before the state is shared, so name() reads it unlocked
 	hdr     atomic.Uint32 // quota headers seen, or answers without them (told.go)
 
 	lat    latency
@@ -178,7 +179,7 @@ func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) (tk tick
 	ks.admitted++
 	tk.adm, tk.sent, tk.mono = ks.admitted, now, mono
 	if !retry {
-		ks.budget.first(now)
+		ks.budget.first(mono)
 	}
 	if ks.lim != nil {
 		ks.lim.ReserveN(now, 1) // at most a float error's worth early
@@ -238,7 +239,7 @@ func (ks *keyState) idle(now time.Time, mono time.Duration) bool {
 
 // keys maps partition keys to their states, one table per policy, so that
 // the same key under two policies never shares a bucket. Lookups of live
-// keys take only a shard's read lock (see table); idle states are swept out
+// keys take no lock (see table); idle states are swept out
 // as new keys arrive, so the number of live states stays bounded by the
 // keys in use.
 type keys struct {
@@ -272,7 +273,7 @@ func (t *Transport) acquire(p *policy, key string, req *http.Request) *keyState 
 				ks := t.newKeyState(p, key)
 				if t.cfg.key != nil {
 					if shown := shownKey(req, key); shown != key {
-						ks.troubled().alias = &shown // rare: a key misused
+						ks.troubled().alias, ks.aliased = &shown, true // rare: a key misused
 					}
 				}
 				return ks
@@ -294,15 +295,17 @@ func (t *Transport) acquire(p *policy, key string, req *http.Request) *keyState 
 }
 
 // name is the key as shown in errors, events and Stats.
+// It takes no lock: a state's alias is set before the state is shared, and
+// its trouble, made then, is never replaced.
 func (ks *keyState) name() string {
-	if ks.tr != nil && ks.tr.alias != nil {
+	if ks.aliased {
 		return *ks.tr.alias
 	}
 	return ks.key
 }
 
 func (t *Transport) newKeyState(p *policy, key string) *keyState {
-	ks := &keyState{key: key, pol: p, lim: p.newLimiter()}
+	ks := &keyState{key: key, pol: p, lim: p.newLimiter(), used: true} // used: a sweep its making begins spares it
 	ks.ev.spanAt = longAgo
 	if ks.lim != nil && p.Queue == 0 {
 		ks.reserve = int32(ks.lat.reserve(float64(p.Rate), p.Burst))

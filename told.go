@@ -78,22 +78,24 @@ func (ks *keyState) sawQuota(ok bool) {
 
 // told mirrors the server's count of the key's quota.
 type told struct {
-	limit   int           // the most the server holds at once (Limit; else the most Remaining seen)
-	left    int           // what remained, as of leftAt: see read
-	leftAdm uint64        // the admission whose answer said so
-	leftAt  time.Duration // when that answer came (from the epoch); 0: no reading yet
-	resetAt time.Duration // the window's reset; 0: unknown
-	rollAdm uint64        // admissions before the last reset: the window before
-	period  time.Duration // a window's length (RateLimit-Policy w); 0: unknown
-	rate    float64       // requests per second the server makes room for us (a bucket's refill, net of others)
-	kind    quotaKind
-	coarse  bool            // the reset is in whole seconds, and near
-	passed  bool            // a reset passed since the mark
-	still   bool            // a span before a reset showed nothing given back
-	tested  bool            // a request went beyond the mirror before this reset (see lowerBound)
-	spread  time.Duration   // the last request admitted while spreading
-	longest time.Duration   // the longest reset seen: about a window's length
-	sends   []time.Duration // our admissions over the last window length, oldest first
+	limit      int           // the most the server holds at once (Limit; else the most Remaining seen)
+	left       int           // what remained, as of leftAt: see read
+	leftAdm    uint64        // the admission whose answer said so
+	leftAt     time.Duration // when that answer came (from the epoch); 0: no reading yet
+	resetAt    time.Duration // the window's reset; 0: unknown
+	rollAdm    uint64        // admissions before the last reset: the window before
+	period     time.Duration // a window's length (RateLimit-Policy w); 0: unknown
+	rate       float64       // requests per second the server makes room for us (a bucket's refill, net of others)
+	kind       quotaKind
+	coarse     bool            // the reset is in whole seconds, and near
+	passed     bool            // a reset passed since the mark
+	still      bool            // a span before a reset showed nothing given back
+	tested     bool            // a request went beyond the mirror before this reset (see lowerBound)
+	spread     time.Duration   // the last request admitted while spreading
+	lastAdm    uint64          // the latest admission answered
+	refusedAdm uint64          // admissions up to this one were sent before the last refusal
+	longest    time.Duration   // the longest reset seen: about a window's length
+	sends      []time.Duration // our admissions over the last window length, oldest first
 	// How far what came back missed what a bucket at rate, and a log that
 	// gives back what was sent a window's length ago, would have given back.
 	bucketMiss, logMiss float64
@@ -120,7 +122,14 @@ type told struct {
 func (m *told) read(q Quota, now time.Duration, adm uint64, inflight int, accepted bool) {
 	if accepted {
 		m.acc++
+	} else if m.kind == kindBucket && m.rate > 0 && adm > m.refusedAdm {
+		// Refused: the bucket refills slower than measured, or others
+		// spend more of it. Once per refusal episode, a fifth less, and a
+		// new measurement.
+		m.rate *= slowFactor
+		m.refusedAdm, m.markAt = m.lastAdm, 0
 	}
+	m.lastAdm = max(m.lastAdm, adm)
 	if !q.HasRemaining {
 		return
 	}
@@ -258,6 +267,9 @@ func (m *told) sentBetween(from, to time.Duration) int {
 func (m *told) lowerBound(now time.Duration, admitted uint64, inflight, ahead int) time.Duration {
 	m.rollover(now, admitted)
 	need := float64(ahead + 1)
+	if m.kind == kindBucket {
+		need++ // a token held back: answers that overtake one another, a rate measured a little high
+	}
 	t := m.tokens(now, inflight)
 	switch {
 	case t >= need && ahead == 0 && m.kind == kindUnknown && m.coarse && m.resetAt > now:

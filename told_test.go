@@ -1,6 +1,10 @@
 package throttle_test
 
 import (
+	"context"
+	"strconv"
+
+	"github.com/stretchr/testify/require"
 	"net/http"
 	"testing"
 	"testing/synctest"
@@ -37,11 +41,9 @@ func TestPacesFromQuotaHeaders(t *testing.T) {
 		{"fixed-window/x-ratelimit", window, false, 19 * time.Second, 1.05},
 		{"fixed-window/ietf", window, true, 19 * time.Second, 1.05},
 		// A bucket's headers cannot tell it from a one-second window at
-		// first; the key finds out within its first second. An unlucky
-		// start draws one refusal, whose Retry-After of a second costs a
-		// tenth of the job.
-		{"token-bucket/x-ratelimit", bucket, false, 9900 * time.Millisecond, 1.12},
-		{"token-bucket/ietf", bucket, true, 9900 * time.Millisecond, 1.12},
+		// first; the key finds out within its first second.
+		{"token-bucket/x-ratelimit", bucket, false, 9900 * time.Millisecond, 1.05},
+		{"token-bucket/ietf", bucket, true, 9900 * time.Millisecond, 1.05},
 		// A log of requests gives back what was sent a second before: the
 		// first second's spread and probe echo once.
 		{"sliding-log/x-ratelimit", throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}, false, 9 * time.Second, 1.15},
@@ -62,4 +64,103 @@ func TestPacesFromQuotaHeaders(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A 2xx that says the quota is spent (GitHub, when the hour's quota is
+// used up) holds the next request until the reset: it draws no refusal.
+func TestSpentQuotaOnASuccessHoldsUntilTheReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sent []time.Duration
+		start := time.Now()
+		reset := start.Add(time.Minute).Unix()
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			sent = append(sent, time.Since(start))
+			left := "0"
+			if len(sent) > 1 {
+				left = "4999"
+			}
+			return reply(r, http.StatusOK, "X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", left,
+				"X-RateLimit-Reset", strconv.FormatInt(reset, 10)), nil
+		}))
+		defer rt.Close()
+		require.NoError(t, do(t, rt, "http://api.test/"))
+		require.NoError(t, do(t, rt, "http://api.test/"))
+		require.NoError(t, do(t, rt, "http://api.test/"))
+		assert.Equal(t, []time.Duration{0, time.Minute, time.Minute}, sent)
+
+		// A deadline that the reset passes fails at once, naming the quota.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		rt2 := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			return reply(r, http.StatusOK, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "30"), nil
+		}))
+		defer rt2.Close()
+		require.NoError(t, do(t, rt2, "http://api.test/"))
+		err := doCtx(t, ctx, rt2, "http://api.test/")
+		var we *throttle.WaitError
+		require.ErrorAs(t, err, &we)
+		assert.Equal(t, throttle.LimitQuota, we.Limit)
+		assert.ErrorIs(t, err, throttle.ErrWouldExceedDeadline)
+	})
+}
+
+// A configured Policy stays a ceiling: headers that say plenty remains
+// never pace a key faster than its Rate (issue 9, point 5).
+func TestPolicyStaysACeilingOverQuotaHeaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
+			{Algorithm: throttletest.FixedWindow, N: 100000, Per: time.Hour}}, XRateLimit: true, HeadersOnSuccess: true})
+		rt := throttle.New(latent(api, time.Millisecond), throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 1}))
+		defer rt.Close()
+		took := job(t, rt, 50)
+		assert.GreaterOrEqual(t, took, 4900*time.Millisecond, "50 requests at 10/s")
+	})
+}
+
+// The server's refusals win over its headers: a 429 pauses the key even
+// when the headers of the answers say plenty remains.
+func TestRefusalsWinOverHeaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sent []time.Duration
+		start := time.Now()
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			sent = append(sent, time.Since(start))
+			if len(sent) == 2 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "5", "X-RateLimit-Remaining", "90", "X-RateLimit-Reset", "60"), nil
+			}
+			return reply(r, http.StatusOK, "X-RateLimit-Remaining", "99", "X-RateLimit-Reset", "60"), nil
+		}))
+		defer rt.Close()
+		require.NoError(t, do(t, rt, "http://api.test/"))
+		require.NoError(t, do(t, rt, "http://api.test/")) // refused, retried after the pause
+		assert.Equal(t, []time.Duration{0, 0, 5 * time.Second}, sent)
+	})
+}
+
+// A quota that halves mid-run: the key follows what the headers show,
+// with few refusals (issue 9: a quota that changes).
+func TestQuotaThatHalvesMidRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := func(rate float64) throttletest.Config {
+			return throttletest.Config{Limits: []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: rate, Burst: 20}},
+				XRateLimit: true, HeadersOnSuccess: true}
+		}
+		before, after := throttletest.NewAPI(cfg(200)), throttletest.NewAPI(cfg(100))
+		start := time.Now()
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			api := before
+			if time.Since(start) >= 3*time.Second {
+				api = after
+			}
+			resp, err := api.RoundTrip(r)
+			time.Sleep(time.Millisecond)
+			return resp, err
+		}))
+		defer rt.Close()
+		took := job(t, rt, 1600) // 600 at 200/s, then 1,000 at 100/s: 13 s
+		refused := before.Stats().Total.Throttled + after.Stats().Total.Throttled
+		t.Logf("took %v, %d refused", took, refused)
+		assert.LessOrEqual(t, refused, int64(5))
+		assert.LessOrEqual(t, took, 13*time.Second*110/100, "within 1.10× the ideal of the changed quota")
+	})
 }

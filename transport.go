@@ -358,7 +358,7 @@ func (r *request) earliest(now time.Time, delay time.Duration) time.Time {
 func (r *request) spend(now time.Time) bool {
 	r.ks.mu.Lock()
 	defer r.ks.mu.Unlock()
-	return r.ks.budget.spend(now, r.t.cfg.retry.Budget, r.t.cfg.retry.BudgetFloor)
+	return r.ks.budget.spend(r.t.since(now), r.t.cfg.retry.Budget, r.t.cfg.retry.BudgetFloor)
 }
 
 // backoff returns the next jittered backoff delay of this request.
