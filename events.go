@@ -3,6 +3,8 @@ package throttle
 import (
 	"log/slog"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // EventKind says what an [Event] reports.
@@ -22,6 +24,14 @@ const (
 	// EventGaveUp: retrying ended; Event.Reason says why. The caller gets the
 	// last response, or the last error.
 	EventGaveUp
+	// EventPace: what paces the key changed. Event.Reason says where it
+	// comes from: "quota headers: bucket" (Event.Rate is the refill
+	// measured, sent when first known and when it moves by a tenth),
+	// "quota headers: window" or "quota headers: log" (the server's count
+	// holds the key; Event.Rate is 0), or "learned from 429s" (a key with
+	// no Policy.Rate and no quota headers, refused twice; Event.Rate is the
+	// pace learned).
+	EventPace
 )
 
 func (k EventKind) String() string {
@@ -34,6 +44,8 @@ func (k EventKind) String() string {
 		return "retry"
 	case EventGaveUp:
 		return "gave up"
+	case EventPace:
+		return "pace"
 	}
 	return "unknown"
 }
@@ -49,7 +61,8 @@ type Event struct {
 	Until   time.Time     // EventPaused: the end of the pause
 	Source  string        // EventPaused: "Retry-After", "RateLimit", "X-RateLimit-Reset" or "backoff"
 	Delay   time.Duration // EventRetry: the delay before the next attempt
-	Reason  string        // EventGaveUp: why retrying ended; EventPaused: "quota" or "outage"
+	Rate    rate.Limit    // EventPace: the pace now
+	Reason  string        // EventGaveUp: why retrying ended; EventPaused: "quota" or "outage"; EventPace: where the pace comes from
 }
 
 // LogValue makes an Event log as a group of its set fields with log/slog.
@@ -69,6 +82,9 @@ func (e Event) LogValue() slog.Value {
 	}
 	if e.Delay != 0 {
 		attrs = append(attrs, slog.Duration("delay", e.Delay))
+	}
+	if e.Rate != 0 {
+		attrs = append(attrs, slog.Float64("rate", float64(e.Rate)))
 	}
 	if e.Reason != "" {
 		attrs = append(attrs, slog.String("reason", e.Reason))

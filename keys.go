@@ -229,6 +229,9 @@ func (ks *keyState) idle(now time.Time, mono time.Duration) bool {
 	if ks.lim != nil && ks.lim.TokensAt(now) < float64(ks.lim.Burst()) {
 		return false
 	}
+	if tr := ks.tr; tr != nil && tr.told != nil && tr.told.lowerBound(mono, ks.admitted, 0, 0) > mono {
+		return false // the server's count holds it back
+	}
 	for i := range ks.wins {
 		if !ks.wins[i].expired(mono) {
 			return false
@@ -340,7 +343,7 @@ func (k *keys) created(t *Transport) {
 			if drop {
 				ks.dead = true
 				k.evicted.Lock()
-				st := ks.snapshot()
+				st := ks.snapshot(t, now)
 				st.Queued, st.InFlight, st.Slots, st.Rate = 0, 0, 0, 0 // gauges of the live
 				k.gone.add(&st)
 				k.evicted.Unlock()

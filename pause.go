@@ -94,10 +94,12 @@ func readHint(resp *http.Response, failed bool, now time.Time) hint {
 
 // lesson is what learn reports of an answer.
 type lesson struct {
-	until  time.Time // a pause began or grew until then; zero if not
-	source string    // which header set that pause, or "backoff"
-	outage bool      // that pause is for an outage, not the quota
-	held   time.Time // the key is paused until then now, whatever began it
+	until   time.Time // a pause began or grew until then; zero if not
+	source  string    // which header set that pause, or "backoff"
+	outage  bool      // that pause is for an outage, not the quota
+	held    time.Time // the key is paused until then now, whatever began it
+	pace    rate.Limit
+	paceWhy string // the pace changed, or what the key knows of the quota: why ("" if not)
 }
 
 // learn records an attempt's outcome at the key: the answer it got (or its
@@ -130,6 +132,9 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 		}
 		tr.told.rollover(at, ks.admitted)
 		tr.told.read(h.quota, at, tk.adm, int(ks.sending), ok)
+		if kind, r, changed := tr.told.news(); changed {
+			ls.pace, ls.paceWhy = r, "quota headers: "+kind
+		}
 	}
 	if ok {
 		ks.accept()
@@ -143,15 +148,23 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	}
 	switch {
 	case h.throttled():
+		learned := ks.learned()
 		ks.slow(tk, now, at)
+		pace, why := ls.pace, ls.paceWhy
 		ls = ks.pause(h, pause, now)
+		ls.pace, ls.paceWhy = pace, why
+		if !learned && ks.learned() {
+			ls.pace, ls.paceWhy = ks.lim.Limit(), "learned from 429s"
+		}
 	case failed && (outage || ks.health.outage):
 		// The key comes back when the server says; the failed request's own
 		// retry may wait longer (its backoff), and the next in line probes.
 		if h.hasWait && h.wait > 0 {
 			pause = h.wait
 		}
+		pace, why := ls.pace, ls.paceWhy
 		ls = ks.pause(h, pause, now)
+		ls.pace, ls.paceWhy = pace, why
 		if !ls.until.IsZero() && !ks.health.outage {
 			ks.health.outage = true
 			ks.troubled().stats.Outages++

@@ -26,6 +26,15 @@ type KeyStats struct {
 	InFlight int           // attempts sent whose response is not yet in
 	Slots    int           // MaxInFlight slots held now: attempts on the wire and response bodies not yet closed
 	Rate     rate.Limit    // the key's pace now (below Policy.Rate after 429s); 0: unpaced. Not summed in Stats.Total
+	PaceFrom PaceFrom      // where Rate comes from. Not in Stats.Total
+
+	// What the server's quota headers say now (see ParseQuota), as the key
+	// mirrors them: Remaining is what the server's count leaves the key,
+	// its requests on their way taken off; Reset the end of the window,
+	// if the quota is one and its reset is known. Remaining is -1 for a
+	// key whose server sends no quota headers. Not in Stats.Total.
+	Remaining int
+	Reset     time.Time
 
 	Throttled   int64 // quota signals: 429 responses, and 403s with Retry-After or that say the quota is spent
 	Unavailable int64 // 503 responses
@@ -63,6 +72,28 @@ func (s *KeyStats) add(o *KeyStats) {
 	s.Canceled += o.Canceled
 }
 
+// PaceFrom says where a key's pace comes from.
+type PaceFrom uint8
+
+const (
+	PaceNone    PaceFrom = iota // unpaced
+	PacePolicy                  // the configured Policy.Rate (cut below it by 429s, see Policy.Rate)
+	PaceLearned                 // learned from 429s: no Policy.Rate, no quota headers
+	PaceHeaders                 // the refill of the server's bucket, measured from its quota headers
+)
+
+func (p PaceFrom) String() string {
+	switch p {
+	case PacePolicy:
+		return "policy"
+	case PaceLearned:
+		return "learned from 429s"
+	case PaceHeaders:
+		return "quota headers"
+	}
+	return "none"
+}
+
 // A key keeps only the counters that every request moves; the gauges are
 // read off its state, Attempts is its count of admissions, and the rest,
 // which a quiet key never moves, wait in its trouble.
@@ -79,14 +110,29 @@ type rareCounts struct {
 }
 
 // snapshot returns the key's KeyStats now.
-func (ks *keyState) snapshot() KeyStats {
+func (ks *keyState) snapshot(t *Transport, now time.Time) KeyStats {
 	s := KeyStats{
 		Requests: ks.stats.Requests, Attempts: int64(ks.admitted),
 		Waited: ks.stats.Waited, WaitTime: ks.stats.WaitTime,
 		Queued: int(ks.waiting), InFlight: int(ks.sending), Slots: int(ks.slots),
 	}
+	s.Remaining = -1
 	if ks.lim != nil {
-		s.Rate = ks.lim.Limit()
+		s.Rate, s.PaceFrom = ks.lim.Limit(), PacePolicy
+		if ks.learned() {
+			s.PaceFrom = PaceLearned
+		}
+	}
+	if tr := ks.tr; tr != nil && tr.told != nil {
+		m, mono := tr.told, t.since(now)
+		m.rollover(mono, ks.admitted)
+		s.Remaining = max(0, int(m.tokens(mono, int(ks.sending))))
+		if m.kind != kindBucket && m.resetAt > mono {
+			s.Reset = now.Add(m.resetAt - mono)
+		}
+		if r := rate.Limit(m.rate); m.kind == kindBucket && r > 0 && (s.Rate == 0 || r < s.Rate) {
+			s.Rate, s.PaceFrom = r, PaceHeaders
+		}
 	}
 	if tr := ks.tr; tr != nil {
 		r := &tr.stats
@@ -102,6 +148,7 @@ func (ks *keyState) snapshot() KeyStats {
 // call it for reporting, not on every request.
 func (t *Transport) Stats() Stats {
 	s := Stats{Keys: make(map[string]KeyStats)}
+	now := time.Now()
 	t.keys.sweeping.Lock() // no key moves from live to gone meanwhile
 	defer t.keys.sweeping.Unlock()
 	t.keys.evicted.Lock()
@@ -111,11 +158,13 @@ func (t *Transport) Stats() Stats {
 		pm.(*table).each(func(ks *keyState) bool {
 			ks.mu.Lock()
 			if !ks.dead {
-				st := ks.snapshot()
-				k := s.Keys[ks.name()]
-				k.add(&st)
-				k.Rate = max(k.Rate, st.Rate) // a pace is not a sum
-				s.Keys[ks.name()] = k
+				st := ks.snapshot(t, now)
+				k, twice := s.Keys[ks.name()]
+				if twice { // one key under two policies: the counts add up, the rest is the lower
+					st.add(&k)
+					st.Rate, st.Remaining = min(k.Rate, st.Rate), min(k.Remaining, st.Remaining)
+				}
+				s.Keys[ks.name()] = st
 				s.Total.add(&st)
 			}
 			ks.mu.Unlock()

@@ -3,6 +3,8 @@ package throttle
 import (
 	"math"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // A server that sends quota headers on its answers (Remaining, and Reset,
@@ -100,6 +102,9 @@ type told struct {
 	// gives back what was sent a window's length ago, would have given back.
 	bucketMiss, logMiss float64
 
+	shownKind string  // what EventPace last said
+	shownRate float64 //
+
 	// The answer the refill is measured from.
 	markAt  time.Duration
 	markRem int
@@ -166,6 +171,27 @@ func (m *told) read(q Quota, now time.Duration, adm uint64, inflight int, accept
 			m.resetAt = at // the tightest: a reset rounded up is late by less than a second
 		}
 	}
+}
+
+// news reports what is new in the mirror since it last reported: its kind
+// ("window", "bucket" or "log"), and a bucket's rate when it moved by a
+// tenth or more.
+func (m *told) news() (kind string, r rate.Limit, changed bool) {
+	switch {
+	case m.kind == kindWindow:
+		kind = "window"
+	case m.kind == kindBucket && m.length() > 0 && 2*m.logMiss < m.bucketMiss:
+		kind = "log"
+	case m.kind == kindBucket:
+		kind, r = "bucket", rate.Limit(m.rate)
+	default:
+		return "", 0, false
+	}
+	if kind == m.shownKind && math.Abs(m.rate-m.shownRate) < m.shownRate/10 {
+		return kind, r, false
+	}
+	m.shownKind, m.shownRate = kind, m.rate
+	return kind, r, true
 }
 
 // measure learns from how Remaining moved since the mark: a climb shows a

@@ -3,6 +3,7 @@ package throttle_test
 import (
 	"context"
 	"strconv"
+	"sync"
 
 	"github.com/stretchr/testify/require"
 	"net/http"
@@ -162,5 +163,50 @@ func TestQuotaThatHalvesMidRun(t *testing.T) {
 		t.Logf("took %v, %d refused", took, refused)
 		assert.LessOrEqual(t, refused, int64(5))
 		assert.LessOrEqual(t, took, 13*time.Second*110/100, "within 1.10× the ideal of the changed quota")
+	})
+}
+
+// What the key learned from the headers is visible: in Stats (the pace,
+// where it comes from, what remains) and in events (issue 9, point 5).
+func TestWhatTheHeadersTaughtIsVisible(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
+			{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}}, XRateLimit: true, HeadersOnSuccess: true})
+		var mu sync.Mutex
+		var paces []throttle.Event
+		rt := throttle.New(latent(api, time.Millisecond), throttle.WithEvents(func(e throttle.Event) {
+			if e.Kind == throttle.EventPace {
+				mu.Lock()
+				paces = append(paces, e)
+				mu.Unlock()
+			}
+		}))
+		defer rt.Close()
+		job(t, rt, 1000)
+		st := rt.Stats().Keys["api.test"]
+		assert.Equal(t, throttle.PaceHeaders, st.PaceFrom)
+		assert.InDelta(t, 200, float64(st.Rate), 20, "the bucket's refill, measured")
+		assert.GreaterOrEqual(t, st.Remaining, 0)
+		require.NotEmpty(t, paces)
+		last := paces[len(paces)-1]
+		assert.Equal(t, "quota headers: bucket", last.Reason)
+		assert.InDelta(t, 200, float64(last.Rate), 20)
+
+		// A window: its count and reset, no pace.
+		win := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
+			{Algorithm: throttletest.FixedWindow, N: 5000, Per: time.Hour}}, XRateLimit: true, HeadersOnSuccess: true})
+		rt2 := throttle.New(latent(win, time.Millisecond))
+		defer rt2.Close()
+		job(t, rt2, 100)
+		st = rt2.Stats().Keys["api.test"]
+		assert.Equal(t, throttle.PaceNone, st.PaceFrom)
+		assert.Equal(t, 4900, st.Remaining)
+		assert.WithinDuration(t, time.Now().Truncate(time.Hour).Add(time.Hour), st.Reset, time.Second)
+
+		// No headers: nothing to show.
+		rt3 := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) { return reply(r, http.StatusOK), nil }))
+		defer rt3.Close()
+		require.NoError(t, do(t, rt3, "http://api.test/"))
+		assert.Equal(t, -1, rt3.Stats().Keys["api.test"].Remaining)
 	})
 }

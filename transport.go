@@ -246,6 +246,9 @@ func (r *request) judge(tk ticket, attempt int, resp *http.Response, err error) 
 	if o.h.throttled() {
 		r.t.emit(Event{Kind: EventThrottled, Key: r.ks.name(), Attempt: attempt, Status: resp.StatusCode})
 	}
+	if o.ls.paceWhy != "" {
+		r.t.emit(Event{Kind: EventPace, Key: r.ks.name(), Attempt: attempt, Status: status(resp), Rate: o.ls.pace, Reason: o.ls.paceWhy})
+	}
 	if !o.ls.until.IsZero() {
 		reason := "quota"
 		if o.ls.outage {
