@@ -17,7 +17,14 @@
 //   - adapted to what the server says, in proportion (see [Policy.Rate]):
 //     a quota signal slows a paced key, once per episode, and the pace is
 //     back within seconds unless the refusals prove the quota lower; a key
-//     with no pace and no windows that is throttled twice learns one.
+//     with no pace and no windows that is throttled twice learns one;
+//   - kept within what the server's quota headers say remains, when it
+//     sends them (X-RateLimit-*, the IETF RateLimit fields, GitHub's and
+//     Shopify's forms; see [ParseQuota]), on every answer, 2xx included:
+//     a window's count holds the key until its reset, a bucket's measured
+//     refill paces it. Nobody needs to tell the transport the quota. A
+//     configured Policy stays a ceiling. [KeyStats] and [EventPace] show
+//     what was learned.
 //
 // Availability signals are not quota signals: a 502, 503, 504 or network
 // error delays only its own request's retry (its backoff, never shorter than

@@ -37,7 +37,7 @@ type keyState struct {
 	slots   int32         // in-flight slots held (MaxInFlight > 0)
 	used    bool          // acquired since the last sweep: spared once
 	dead    bool          // evicted: holders of a stale pointer must look it up again
-	aliased bool          // tr.alias is set: fixed before the state is shared, so name() reads it unlocked
+	aliased bool          // tr.x.alias is set: fixed before the state is shared, so name() reads it unlocked
 	hdr     atomic.Uint32 // quota headers seen, or answers without them (told.go)
 
 	lat    latency
@@ -60,8 +60,30 @@ type trouble struct {
 	probe      probeState
 	adapt      adaptation
 	stats      rareCounts
-	alias      *string // shown instead of key when key holds a credential (see shownKey)
-	told       *told   // the server's count, from its quota headers (told.go)
+	x          *rare // what only a rare key needs
+}
+
+// rare is what a key rarely needs: an alias, the mirror of quota headers.
+type rare struct {
+	alias string // shown instead of key when key holds a credential (see shownKey)
+	told  told   // the server's count, from its quota headers (told.go), if told.on
+}
+
+// mirror returns the key's mirror of the server's count, or nil.
+func (ks *keyState) mirror() *told {
+	if tr := ks.tr; tr != nil && tr.x != nil && tr.x.told.on {
+		return &tr.x.told
+	}
+	return nil
+}
+
+// rarely returns the key's rare needs, made at the first call.
+func (ks *keyState) rarely() *rare {
+	tr := ks.troubled()
+	if tr.x == nil {
+		tr.x = &rare{}
+	}
+	return tr.x
 }
 
 // troubled returns the key's trouble, made at the first call.
@@ -115,8 +137,8 @@ func (ks *keyState) readyAt(now time.Time, mono time.Duration) (time.Time, holde
 	if until := ks.pausedUntil(); until.After(at) {
 		at, h = until, holder{limit: LimitPause}
 	}
-	if tr := ks.tr; tr != nil && tr.told != nil {
-		if next := now.Add(tr.told.lowerBound(mono, ks.admitted, int(ks.sending), 0) - mono); next.After(at) {
+	if m := ks.mirror(); m != nil {
+		if next := now.Add(m.lowerBound(mono, ks.admitted, int(ks.sending), 0) - mono); next.After(at) {
 			at, h = next, holder{limit: LimitQuota}
 		}
 	}
@@ -153,8 +175,8 @@ func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead int) (ti
 	if until := ks.pausedUntil(); until.After(at) {
 		at, h = until, holder{limit: LimitPause}
 	}
-	if tr := ks.tr; tr != nil && tr.told != nil {
-		if next := now.Add(tr.told.lowerBound(mono, ks.admitted, int(ks.sending), ahead) - mono); next.After(at) {
+	if m := ks.mirror(); m != nil {
+		if next := now.Add(m.lowerBound(mono, ks.admitted, int(ks.sending), ahead) - mono); next.After(at) {
 			at, h = next, holder{limit: LimitQuota}
 		}
 	}
@@ -201,8 +223,8 @@ func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) (tk tick
 		tr.ramp = max(tr.ramp, ks.sending) // past ramp only when the head's answer was overdue
 		tr.rampAt = mono
 	}
-	if tr := ks.tr; tr != nil && tr.told != nil {
-		tr.told.took(mono, int(ks.sending)-1) // the others on their way
+	if m := ks.mirror(); m != nil {
+		m.took(mono, int(ks.sending)-1) // the others on their way
 	}
 	return tk
 }
@@ -229,7 +251,7 @@ func (ks *keyState) idle(now time.Time, mono time.Duration) bool {
 	if ks.lim != nil && ks.lim.TokensAt(now) < float64(ks.lim.Burst()) {
 		return false
 	}
-	if tr := ks.tr; tr != nil && tr.told != nil && tr.told.lowerBound(mono, ks.admitted, 0, 0) > mono {
+	if m := ks.mirror(); m != nil && m.lowerBound(mono, ks.admitted, 0, 0) > mono {
 		return false // the server's count holds it back
 	}
 	for i := range ks.wins {
@@ -276,7 +298,7 @@ func (t *Transport) acquire(p *policy, key string, req *http.Request) *keyState 
 				ks := t.newKeyState(p, key)
 				if t.cfg.key != nil {
 					if shown := shownKey(req, key); shown != key {
-						ks.troubled().alias, ks.aliased = &shown, true // rare: a key misused
+						ks.rarely().alias, ks.aliased = shown, true // rare: a key misused
 					}
 				}
 				return ks
@@ -302,7 +324,7 @@ func (t *Transport) acquire(p *policy, key string, req *http.Request) *keyState 
 // its trouble, made then, is never replaced.
 func (ks *keyState) name() string {
 	if ks.aliased {
-		return *ks.tr.alias
+		return ks.tr.x.alias
 	}
 	return ks.key
 }

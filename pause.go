@@ -126,13 +126,11 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 		ks.ev.answered(at) // not refused for the quota: evidence of what it bears
 	}
 	if h.hasQ && h.quota.HasRemaining {
-		tr := ks.troubled()
-		if tr.told == nil {
-			tr.told = &told{}
-		}
-		tr.told.rollover(at, ks.admitted)
-		tr.told.read(h.quota, at, tk.adm, int(ks.sending), ok)
-		if kind, r, changed := tr.told.news(); changed {
+		m := &ks.rarely().told
+		m.on = true
+		m.rollover(at, ks.admitted)
+		m.read(h.quota, at, tk.adm, int(ks.sending), ok)
+		if kind, r, changed := m.news(); changed {
 			ls.pace, ls.paceWhy = r, "quota headers: "+kind
 		}
 	}

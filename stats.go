@@ -123,8 +123,8 @@ func (ks *keyState) snapshot(t *Transport, now time.Time) KeyStats {
 			s.PaceFrom = PaceLearned
 		}
 	}
-	if tr := ks.tr; tr != nil && tr.told != nil {
-		m, mono := tr.told, t.since(now)
+	if m := ks.mirror(); m != nil {
+		mono := t.since(now)
 		m.rollover(mono, ks.admitted)
 		s.Remaining = max(0, int(m.tokens(mono, int(ks.sending))))
 		if m.kind != kindBucket && m.resetAt > mono {

@@ -89,6 +89,7 @@ type told struct {
 	period     time.Duration // a window's length (RateLimit-Policy w); 0: unknown
 	rate       float64       // requests per second the server makes room for us (a bucket's refill, net of others)
 	kind       quotaKind
+	on         bool            // the server sent quota headers
 	coarse     bool            // the reset is in whole seconds, and near
 	passed     bool            // a reset passed since the mark
 	still      bool            // a span before a reset showed nothing given back
