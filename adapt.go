@@ -212,7 +212,13 @@ func (ks *keyState) slow(tk ticket, now time.Time, at time.Duration) {
 		ks.learn(at)
 	case a.learned:
 		a.growing = false
-		ks.setPace(now, at, max(p*slowFactor, slowestRate), 0)
+		to := p * slowFactor
+		if got, ok := ev.accepting(at, p, 1, ks.admitted); ok && got < p {
+			// Sent faster than the server took for a second or more: what
+			// it took is its quota, within the burst it had at the start.
+			to = max(to, got*recurShare)
+		}
+		ks.setPace(now, at, max(to, slowestRate), 0)
 	case recurring: // 3
 		ks.setPace(now, at, p*slowFactor, p*recurShare)
 	default: // 4: isolated
