@@ -23,7 +23,7 @@ import (
 func main() {
 	records := flag.Int("records", 0, "records per run, each one PUT; 0: 4000 for the untold scenarios, 2000 for the others")
 	workers := flag.Int("workers", 16, "worker goroutines sending records")
-	scenarioFilter := flag.String("scenario", "", "comma-separated scenario names or substrings (e.g. bucket,date; noisy for the noisy set); empty: all")
+	scenarioFilter := flag.String("scenario", "", "comma-separated scenario names or substrings (e.g. bucket,date; noisy for the noisy set, untold for the untold set); empty: all")
 	rowFilter := flag.String("rows", "", "comma-separated row numbers (e.g. 1,2,6); empty: all, or 1,6 for the noisy scenarios, 7,6 for the untold ones")
 	runsFlag := flag.Int("runs", 0, "runs of each scenario and row, the worst reported; 0: 3 for the noisy and untold scenarios, 1 for the quiet ones")
 	jitter := flag.String("jitter", "", "arrival jitter of every scenario picked, in place of its own (e.g. 20ms, or 0 for none); empty: each scenario's own")
