@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -45,6 +46,9 @@ func rows() []row {
 		{id: 4, name: "http.Client, resend 429 at once", make: resendRow},
 		{id: 5, name: "go-retryablehttp defaults", make: retryableRow(false)},
 		{id: 6, name: "go-retryablehttp + x/time/rate", make: retryableRow(true)},
+		// Row 3's client, named for the untold scenarios, where the server's
+		// quota headers pace it.
+		{id: 7, name: "throttle, no Policy", make: throttleRow(0)},
 	}
 }
 
@@ -128,14 +132,15 @@ func resendRow(base http.RoundTripper, _ quota) client {
 
 // retryableRow is go-retryablehttp with its defaults (logger silenced), its
 // HTTPClient on base; with limit, every attempt, retries included, first waits on
-// one x/time/rate limiter set to the quota.
+// an x/time/rate limiter set to the quota, one per host, as each host has the
+// quota.
 func retryableRow(limit bool) func(http.RoundTripper, quota) client {
 	return func(base http.RoundTripper, q quota) client {
 		c := retryablehttp.NewClient()
 		c.Logger = nil
 		rt := base
 		if limit {
-			rt = &limited{base: base, lim: q.limiter()}
+			rt = &limited{base: base, quota: q, lims: map[string]*rate.Limiter{}}
 		}
 		c.HTTPClient = &http.Client{Transport: rt}
 		return client{send: func(ctx context.Context, url string, body []byte) (int, error) {
@@ -156,14 +161,29 @@ func retryableRow(limit bool) func(http.RoundTripper, quota) client {
 	}
 }
 
-// limited waits on lim before every request it passes to base.
+// limited waits on its host's limiter before every request it passes to base.
 type limited struct {
-	base http.RoundTripper
-	lim  *rate.Limiter
+	base  http.RoundTripper
+	quota quota
+
+	mu   sync.Mutex
+	lims map[string]*rate.Limiter // by req.URL.Host, made at its first request
+}
+
+// limiter returns host's limiter.
+func (l *limited) limiter(host string) *rate.Limiter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim := l.lims[host]
+	if lim == nil {
+		lim = l.quota.limiter()
+		l.lims[host] = lim
+	}
+	return lim
 }
 
 func (l *limited) RoundTrip(req *http.Request) (*http.Response, error) {
-	if err := l.lim.Wait(req.Context()); err != nil {
+	if err := l.limiter(req.URL.Host).Wait(req.Context()); err != nil {
 		if req.Body != nil {
 			req.Body.Close()
 		}

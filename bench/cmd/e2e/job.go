@@ -20,6 +20,7 @@ type result struct {
 	Quota       string        `json:"quota"`
 	RetryAfter  string        `json:"retry_after"`
 	Noise       string        `json:"noise,omitempty"`
+	Headers     string        `json:"quota_headers,omitempty"` // untold scenarios: the quota headers the server sent
 	Row         int           `json:"row"`
 	Client      string        `json:"client"`
 	Run         int           `json:"run"` // 1 to -runs
@@ -54,13 +55,18 @@ func (r result) overIdeal() float64 {
 	return r.Wall.Seconds() / r.Ideal.Seconds()
 }
 
-// run does the uploader's job with one row's client against a fresh server of
-// the scenario, whose noise is drawn from seed: records PUTs, each its own
-// record, by workers goroutines. Each record has recordTimeout; the whole run has
-// rowTimeout, after which the records left fail at once.
+// run does the uploader's job with one row's client against fresh servers of
+// the scenario (one per host), whose noise is drawn from seed: records PUTs,
+// each its own record, by workers goroutines, record i to host i mod hosts.
+// Each record has recordTimeout; the whole run has rowTimeout, after which the
+// records left fail at once.
 func run(sc scenario, rw row, records, workers int, rowTimeout time.Duration, seed int64) result {
-	srv := throttletest.NewServer(sc.config(records, seed))
-	defer srv.Close()
+	srvs := make([]*throttletest.Server, sc.hostCount())
+	for h := range srvs {
+		// Host 0 draws from seed, as the one server of a single-host scenario.
+		srvs[h] = throttletest.NewServer(sc.config(records, seed+int64(h)<<32))
+		defer srvs[h].Close()
+	}
 	tr := newTransport()
 	defer tr.CloseIdleConnections()
 	rec := &recorder{base: tr}
@@ -72,11 +78,14 @@ func run(sc scenario, rw row, records, workers int, rowTimeout time.Duration, se
 	var ok, failed atomic.Int64
 	var firstErr sync.Once
 	res := result{
-		Scenario: sc.name, Quota: sc.quota.String(), RetryAfter: sc.retryAfter(),
-		Row: rw.id, Client: rw.name, Records: records, Workers: workers, Ideal: sc.quota.ideal(records),
+		Scenario: sc.name, Quota: sc.quotaString(), RetryAfter: sc.retryAfter(),
+		Row: rw.id, Client: rw.name, Records: records, Workers: workers, Ideal: sc.ideal(records),
 	}
-	if sc.noisy() {
+	if sc.noise != (noise{}) {
 		res.Noise = sc.noise.String()
+	}
+	if sc.set == untoldSet {
+		res.Headers = sc.headers.String()
 	}
 	fail := func(msg string) {
 		failed.Add(1)
@@ -99,7 +108,7 @@ func run(sc scenario, rw row, records, workers int, rowTimeout time.Duration, se
 		wg.Go(func() {
 			for i := range next {
 				ctx, cancel := context.WithTimeout(rowCtx, recordTimeout)
-				status, err := c.send(ctx, fmt.Sprintf("%s/records/%d", srv.URL, i), body(i))
+				status, err := c.send(ctx, fmt.Sprintf("%s/records/%d", srvs[i%len(srvs)].URL, i), body(i))
 				cancel()
 				switch {
 				case err != nil:
@@ -124,9 +133,24 @@ func run(sc scenario, rw row, records, workers int, rowTimeout time.Duration, se
 	at := rec.throttledAt()
 	res.ThrottledAt = at[:min(len(at), maxThrottledAt)]
 
-	total := srv.API.Stats().Total
+	total := sum(srvs)
 	res.OK, res.Failed = ok.Load(), failed.Load()
 	res.Sent, res.Throttled, res.Peak = total.Requests, total.Throttled, total.PeakPerSecond
 	res.Unavailable, res.Outage = total.Unavailable, total.Outage
 	return res
+}
+
+// sum adds up what the servers saw; its PeakPerSecond is the highest of any
+// one server, whose quota it is measured against.
+func sum(srvs []*throttletest.Server) throttletest.Counts {
+	var c throttletest.Counts
+	for _, srv := range srvs {
+		t := srv.API.Stats().Total
+		c.Requests += t.Requests
+		c.Throttled += t.Throttled
+		c.Unavailable += t.Unavailable
+		c.Outage += t.Outage
+		c.PeakPerSecond = max(c.PeakPerSecond, t.PeakPerSecond)
+	}
+	return c
 }

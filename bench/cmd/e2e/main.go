@@ -4,6 +4,7 @@
 //
 //	cd bench && go run ./cmd/e2e                   # every scenario
 //	cd bench && go run ./cmd/e2e -scenario noisy   # the noisy set only
+//	cd bench && go run ./cmd/e2e -scenario untold  # throttle told no Policy, paced by the headers
 //
 // See bench/README.md for the scenarios, the rows and the ideal times.
 package main
@@ -20,19 +21,30 @@ import (
 )
 
 func main() {
-	records := flag.Int("records", 2000, "records per run, each one PUT")
+	records := flag.Int("records", 0, "records per run, each one PUT; 0: 4000 for the untold scenarios, 2000 for the others")
 	workers := flag.Int("workers", 16, "worker goroutines sending records")
-	scenarioFilter := flag.String("scenario", "", "comma-separated scenario names or substrings (e.g. bucket,date; noisy for the noisy set); empty: all")
-	rowFilter := flag.String("rows", "", "comma-separated row numbers (e.g. 1,2,6); empty: all, or 1,6 for the noisy scenarios")
-	runsFlag := flag.Int("runs", 0, "runs of each scenario and row, the worst reported; 0: 3 for the noisy scenarios, 1 for the quiet ones")
+	scenarioFilter := flag.String("scenario", "", "comma-separated scenario names or substrings (e.g. bucket,date; noisy for the noisy set, untold for the untold set); empty: all")
+	rowFilter := flag.String("rows", "", "comma-separated row numbers (e.g. 1,2,6); empty: all, or 1,6 for the noisy scenarios, 7,6 for the untold ones")
+	runsFlag := flag.Int("runs", 0, "runs of each scenario and row, the worst reported; 0: 3 for the noisy and untold scenarios, 1 for the quiet ones")
+	jitter := flag.String("jitter", "", "arrival jitter of every scenario picked, in place of its own (e.g. 20ms, or 0 for none); empty: each scenario's own")
 	rowTimeout := flag.Duration("row-timeout", 15*time.Minute, "longest run of one row in one scenario; records left then fail")
 	asJSON := flag.Bool("json", false, "print the results as JSON lines, one per run, instead of Markdown")
 	flag.Parse()
-	if *records < 1 || *workers < 1 || *rowTimeout <= 0 || *runsFlag < 0 {
-		fmt.Fprintln(os.Stderr, "e2e: -records, -workers and -row-timeout must be positive, -runs at least 0")
+	if *records < 0 || *workers < 1 || *rowTimeout <= 0 || *runsFlag < 0 {
+		fmt.Fprintln(os.Stderr, "e2e: -workers and -row-timeout must be positive, -records and -runs at least 0")
 		os.Exit(2)
 	}
 	scs := pickScenarios(*scenarioFilter)
+	if *jitter != "" {
+		d, err := time.ParseDuration(*jitter)
+		if err != nil || d < 0 {
+			fmt.Fprintln(os.Stderr, "e2e: bad -jitter:", *jitter)
+			os.Exit(2)
+		}
+		for i := range scs {
+			scs[i].noise.arrivalJitter = d
+		}
+	}
 	rws, err := pickRows(*rowFilter)
 	if err != nil || len(scs) == 0 || len(rws) == 0 {
 		fmt.Fprintln(os.Stderr, "e2e: nothing to run:", err)
@@ -42,10 +54,16 @@ func main() {
 	start := time.Now()
 	byScenario := map[string][]runs{}
 	enc := json.NewEncoder(os.Stdout)
-	if !*asJSON {
-		fmt.Printf("## throttle end to end: %d records, %d workers\n\n", *records, *workers)
+	recordsOf := func(sc scenario) int {
+		if *records > 0 {
+			return *records
+		}
+		return sc.defaultRecords()
 	}
-	var quiet, noisy []scenario
+	if !*asJSON {
+		fmt.Printf("## throttle end to end: %s, %d workers\n\n", recordsHeading(scs, recordsOf), *workers)
+	}
+	var quiet, noisy, untold []scenario
 	for _, sc := range scs {
 		n := *runsFlag
 		if n == 0 {
@@ -62,7 +80,7 @@ func main() {
 				if n > 1 {
 					fmt.Fprintf(os.Stderr, "run %d/%d ", i+1, n)
 				}
-				r := run(sc, rw, *records, *workers, *rowTimeout, int64(i))
+				r := run(sc, rw, recordsOf(sc), *workers, *rowTimeout, int64(i))
 				r.Run = i + 1
 				fmt.Fprintln(os.Stderr, progress(sc, r))
 				rs[j] = append(rs[j], r)
@@ -72,9 +90,12 @@ func main() {
 			}
 		}
 		byScenario[sc.name] = rs
-		if sc.noisy() {
+		switch sc.set {
+		case noisySet:
 			noisy = append(noisy, sc)
-		} else {
+		case untoldSet:
+			untold = append(untold, sc)
+		default:
 			quiet = append(quiet, sc)
 		}
 		if !*asJSON {
@@ -92,15 +113,32 @@ func main() {
 		if len(noisy) > 0 {
 			printNoisyTargets(os.Stdout, byScenario, noisy)
 		}
+		if len(untold) > 0 {
+			printUntoldSummary(os.Stdout, byScenario, untold)
+		}
 		fmt.Printf("Total runtime: %s\n", secs(time.Since(start)))
 	}
+}
+
+// recordsHeading says how many records each run sends: one number when every
+// scenario picked sends the same.
+func recordsHeading(scs []scenario, recordsOf func(scenario) int) string {
+	for _, sc := range scs[1:] {
+		if recordsOf(sc) != recordsOf(scs[0]) {
+			return "records as each table says"
+		}
+	}
+	return fmt.Sprintf("%d records", recordsOf(scs[0]))
 }
 
 // progress is one run's line on standard error.
 func progress(sc scenario, r result) string {
 	line := fmt.Sprintf("%s (%.3f × ideal), %d ok, %d failed, %d 429s", secs(r.Wall), r.overIdeal(), r.OK, r.Failed, r.Throttled)
-	if sc.noisy() {
+	switch sc.set {
+	case noisySet:
 		line += fmt.Sprintf(", %d 503s, %d in outage, %.3f sent/record", r.Unavailable, r.Outage, r.sentPerRecord())
+	case untoldSet:
+		line += fmt.Sprintf(", %.3f sent/record", r.sentPerRecord())
 	}
 	return line
 }

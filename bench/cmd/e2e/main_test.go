@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/throttlehttp/throttle/throttletest"
+	"golang.org/x/time/rate"
 )
 
 func TestIdeal(t *testing.T) {
@@ -54,11 +55,16 @@ func TestPolicyScale(t *testing.T) {
 
 func TestPick(t *testing.T) {
 	for filter, want := range map[string]int{
-		"":             11,
+		"":             23,
 		"bucket,date":  4,
 		"seconds,date": 6, // the quiet six
 		"noisy":        5,
 		"jitter":       2,
+		"bucket":       2,
+		"fixed":        3,
+		"sliding":      2,
+		"untold":       12,
+		"untold-log":   3,
 	} {
 		if got := len(pickScenarios(filter)); got != want {
 			t.Errorf("%q: %d scenarios, want %d", filter, got, want)
@@ -73,8 +79,8 @@ func TestPick(t *testing.T) {
 	if err != nil || len(rs) != 2 || rs[0].id != 1 || rs[1].id != 6 {
 		t.Errorf("rows 1,6: %v, %v", rs, err)
 	}
-	if _, err := pickRows("7"); err == nil {
-		t.Error("row 7: no error")
+	if _, err := pickRows("8"); err == nil {
+		t.Error("row 8: no error")
 	}
 }
 
@@ -195,5 +201,94 @@ func TestQuietTableHeading(t *testing.T) {
 	printTable(&b, pickScenarios("noisy-outage")[0], []result{r}, 3)
 	if s := b.String(); !strings.Contains(s, "; worst of 3 runs\n") || !strings.Contains(s, "| 503s | in outage |") {
 		t.Errorf("noisy table:\n%s", s)
+	}
+}
+
+func TestUntoldScenarios(t *testing.T) {
+	all := rows()
+	forms := map[headerForm]int{}
+	for _, sc := range pickScenarios("untold") {
+		if sc.set != untoldSet || sc.noisy() {
+			t.Errorf("%s: set %d", sc.name, sc.set)
+		}
+		if sc.defaultRuns() != 3 || sc.defaultRecords() != 4000 {
+			t.Errorf("%s: %d runs of %d records, want 3 of 4000", sc.name, sc.defaultRuns(), sc.defaultRecords())
+		}
+		if rs := sc.defaultRows(all); len(rs) != 2 || rs[0].id != 7 || rs[1].id != 6 {
+			t.Errorf("%s: rows %v, want 7 then 6", sc.name, rs)
+		}
+		cfg := sc.config(4000, 0)
+		if cfg.ArrivalJitter == 0 {
+			t.Errorf("%s: no noise", sc.name)
+		}
+		want := sc.headers != noHeaders
+		if cfg.HeadersOnSuccess != want || cfg.XRateLimit != (sc.headers == xRateLimit) || cfg.IETF != (sc.headers == ietfHeaders) {
+			t.Errorf("%s: headers %v: %+v", sc.name, sc.headers, cfg)
+		}
+		forms[sc.headers]++
+	}
+	if forms[xRateLimit] != 4 || forms[ietfHeaders] != 4 || forms[noHeaders] != 4 {
+		t.Errorf("header forms %v, want 4 of each", forms)
+	}
+	for _, sc := range scenarios() {
+		if sc.set != untoldSet && sc.config(2000, 0).HeadersOnSuccess {
+			t.Errorf("%s: quota headers outside the untold set", sc.name)
+		}
+		if sc.set == quietSet && len(sc.defaultRows(all)) != 6 {
+			t.Errorf("%s: %d rows, want the six", sc.name, len(sc.defaultRows(all)))
+		}
+	}
+}
+
+func TestHosts(t *testing.T) {
+	sc := pickScenarios("untold-4hosts-xrl")[0]
+	if sc.hostCount() != 4 || sc.quotaString() != "4 hosts, each token-bucket 200/s burst 20" {
+		t.Errorf("%d hosts, %q", sc.hostCount(), sc.quotaString())
+	}
+	// 1,000 records a host, 20 in the burst, the rest at 200/s.
+	if got := sc.ideal(4000); got != 4900*time.Millisecond {
+		t.Errorf("ideal(4000) = %s, want 4.9s", got)
+	}
+	if got := sc.ideal(4001); got != 4905*time.Millisecond {
+		t.Errorf("ideal(4001) = %s, want 4.905s (1,001 on the first host)", got)
+	}
+	if got := pickScenarios("untold-tokens-xrl")[0].ideal(4000); got != 19900*time.Millisecond {
+		t.Errorf("one host: ideal(4000) = %s, want 19.9s", got)
+	}
+}
+
+// The peer keeps a limiter per host: each host has the quota.
+func TestLimiterPerHost(t *testing.T) {
+	l := &limited{quota: quota{algo: throttletest.TokenBucket, rate: 200, burst: 20}, lims: map[string]*rate.Limiter{}}
+	a, b := l.limiter("127.0.0.1:1"), l.limiter("127.0.0.1:2")
+	if a == b || l.limiter("127.0.0.1:1") != a {
+		t.Error("want one limiter per host, kept")
+	}
+	if a.Burst() != 20 || a.Limit() != 200 {
+		t.Errorf("limiter %v/%d, want 200/20", a.Limit(), a.Burst())
+	}
+}
+
+func TestUntoldTables(t *testing.T) {
+	sc := pickScenarios("untold-4hosts-ietf")[0]
+	r7 := result{Row: 7, Client: "throttle, no Policy", Records: 4000, Sent: 4020, Throttled: 20, Wall: 4900 * time.Millisecond, Ideal: 4900 * time.Millisecond, Pauses: 1}
+	r6 := result{Row: 6, Client: "go-retryablehttp + x/time/rate", Records: 4000, Sent: 4000, Failed: 2, Wall: 9800 * time.Millisecond, Ideal: 4900 * time.Millisecond, Pauses: -1}
+	var b bytes.Buffer
+	printTable(&b, sc, []result{r7, r6}, 3)
+	want := "### untold-4hosts-ietf: 4 hosts, each token-bucket 200/s burst 20, Retry-After as seconds; " +
+		"quota headers: RateLimit + RateLimit-Policy (IETF) on every answer; noise: arrival jitter 0–2ms; " +
+		"4000 records (1000 per host at most), ideal 4.90s; worst of 3 runs\n"
+	if s := b.String(); !strings.HasPrefix(s, want) || !strings.Contains(s, "| 20 (0.50%) |") {
+		t.Errorf("got\n%s\nwant it to start with\n%s\nand show 20 (0.50%%)", s, want)
+	}
+	b.Reset()
+	printUntoldSummary(&b, map[string][]runs{sc.name: {{r7}, {r6}}}, []scenario{sc})
+	for _, want := range []string{
+		"| scenario | quota | quota headers | 7: throttle, no Policy | 6: go-retryablehttp + x/time/rate |",
+		"| 1.005 · 20 (0.50%) · 1.00× | 1.000 · 0 (0.00%) · 2.00× (2 failed) |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary:\n%s\nwant %q", b.String(), want)
+		}
 	}
 }

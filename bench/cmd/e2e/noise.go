@@ -68,27 +68,27 @@ func noisyScenarios() []scenario {
 	pair := []int{1, 6}
 	return []scenario{
 		{
-			name: "noisy-503", quota: bucket, rows: pair,
+			name: "noisy-503", set: noisySet, quota: bucket, rows: pair,
 			noise:   noise{latency: 20 * time.Millisecond, unavailable: 0.02, unavailableRetryAfter: time.Second},
 			targets: []target{everyRecord(), wallOverIdeal(1.10), wallVsPeer()},
 		},
 		{
-			name: "noisy-jitter", quota: bucket, rows: pair,
+			name: "noisy-jitter", set: noisySet, quota: bucket, rows: pair,
 			noise:   noise{arrivalJitter: 20 * time.Millisecond},
 			targets: []target{everyRecord(), wallOverIdeal(1.05), throttledShare(0.002)},
 		},
 		{
-			name: "noisy-outage", quota: bucket, rows: pair,
+			name: "noisy-outage", set: noisySet, quota: bucket, rows: pair,
 			noise:   noise{latency: time.Millisecond, outage: 5 * time.Second, outageRetryAfter: 2 * time.Second},
 			targets: []target{everyRecord(), inOutagePerWorker(3), wallOverIdealPlus(5*time.Second + 2*time.Second)},
 		},
 		{
-			name: "noisy-fixed-1s-jitter", quota: fixed, rows: pair,
+			name: "noisy-fixed-1s-jitter", set: noisySet, quota: fixed, rows: pair,
 			noise:   noise{arrivalJitter: 2 * time.Millisecond},
 			targets: []target{everyRecord(), wallOverIdeal(1.005), no429s()},
 		},
 		{
-			name: "noisy-minute-window", quota: minute, rows: pair,
+			name: "noisy-minute-window", set: noisySet, quota: minute, rows: pair,
 			noise:   noise{arrivalJitter: 2 * time.Millisecond},
 			targets: []target{everyRecord(), wallOverIdeal(1.005), no429s()},
 		},

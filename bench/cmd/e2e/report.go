@@ -8,18 +8,26 @@ import (
 )
 
 // printTable writes one scenario's results, each row's worst of n runs, as a
-// Markdown table. A noisy scenario's table says its noise and has two more
-// columns: the random 503s and the requests that reached the server during the
-// outage.
+// Markdown table. A table says the scenario's noise, if any. A noisy
+// scenario's table has two more columns: the random 503s and the requests
+// that reached the server during the outage. An untold scenario's says the
+// quota headers, and the 429s' share of the requests.
 func printTable(w io.Writer, sc scenario, rs []result, n int) {
 	if len(rs) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "### %s: %s, Retry-After as %s", sc.name, sc.quota, sc.retryAfter())
-	if sc.noisy() {
+	fmt.Fprintf(w, "### %s: %s, Retry-After as %s", sc.name, sc.quotaString(), sc.retryAfter())
+	if sc.set == untoldSet {
+		fmt.Fprintf(w, "; quota headers: %s", sc.headers)
+	}
+	if sc.noise != (noise{}) {
 		fmt.Fprintf(w, "; noise: %s", sc.noise)
 	}
-	fmt.Fprintf(w, "; %d records, ideal %s", rs[0].Records, secs(rs[0].Ideal))
+	fmt.Fprintf(w, "; %d records", rs[0].Records)
+	if h := sc.hostCount(); h > 1 {
+		fmt.Fprintf(w, " (%d per host at most)", (rs[0].Records+h-1)/h)
+	}
+	fmt.Fprintf(w, ", ideal %s", secs(rs[0].Ideal))
 	if n > 1 {
 		fmt.Fprintf(w, "; worst of %d runs", n)
 	}
@@ -27,6 +35,9 @@ func printTable(w io.Writer, sc scenario, rs []result, n int) {
 	if sc.noisy() {
 		fmt.Fprintln(w, "| # | client | OK / failed | sent / record | 429s | 503s | in outage | wall | wall / ideal | peak / s | pauses |")
 		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	} else if sc.set == untoldSet {
+		fmt.Fprintln(w, "| # | client | OK / failed | sent / record | 429s (share) | wall | wall / ideal | peak / s (of a host) | pauses |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	} else {
 		fmt.Fprintln(w, "| # | client | OK / failed | sent / record | 429s | wall | wall / ideal | peak / s | pauses |")
 		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
@@ -36,7 +47,11 @@ func printTable(w io.Writer, sc scenario, rs []result, n int) {
 		if r.Pauses >= 0 {
 			pauses = fmt.Sprint(r.Pauses)
 		}
-		fmt.Fprintf(w, "| %d | %s | %d / %d | %.3f | %d |", r.Row, r.Client, r.OK, r.Failed, r.sentPerRecord(), r.Throttled)
+		throttled := fmt.Sprint(r.Throttled)
+		if sc.set == untoldSet {
+			throttled = throttledCell(r)
+		}
+		fmt.Fprintf(w, "| %d | %s | %d / %d | %.3f | %s |", r.Row, r.Client, r.OK, r.Failed, r.sentPerRecord(), throttled)
 		if sc.noisy() {
 			outage := "–"
 			if sc.noise.outage > 0 {

@@ -78,40 +78,82 @@ func (q quota) ideal(records int) time.Duration {
 }
 
 // A scenario is a server configuration: a quota, the form of Retry-After and,
-// for the noisy scenarios, the noise and the targets (see noise.go).
+// for the noisy scenarios, the noise and the targets (see noise.go); for the
+// untold scenarios, the quota headers and the hosts (see untold.go).
 type scenario struct {
 	name  string
+	set   set
 	quota quota
 	date  bool // Retry-After as an HTTP-date, else whole seconds
 
-	noise   noise    // zero for the six quiet scenarios
-	rows    []int    // the rows run unless -rows says otherwise; nil: all
-	targets []target // the noisy scenario's targets, checked on row 1 beside row 6
+	noise   noise      // zero for the six quiet scenarios
+	headers headerForm // the quota headers on every answer; none for the quiet and noisy sets
+	hosts   int        // servers, each with the quota, the records spread over them in turn; 0 means 1
+	rows    []int      // the rows run unless -rows says otherwise; nil: all
+	targets []target   // the noisy scenario's targets, checked on row 1 beside row 6
 }
+
+// A set is a group of scenarios reported together.
+type set int
+
+const (
+	quietSet  set = iota // the six quiet scenarios, with the targets of printTargets
+	noisySet             // noise on the quota, each with its targets (noise.go)
+	untoldSet            // throttle told nothing but the server's headers (untold.go)
+)
 
 // noisy reports whether the scenario is one of the noisy set, reported with its
 // own targets.
-func (s scenario) noisy() bool { return s.noise != noise{} }
+func (s scenario) noisy() bool { return s.set == noisySet }
 
 // defaultRuns is how many times each row runs unless -runs says otherwise: three
-// for the noisy scenarios, where luck varies, and once for the quiet ones, as
-// their table has always been measured.
+// for the noisy and untold scenarios, where luck varies, and once for the quiet
+// ones, as their table has always been measured.
 func (s scenario) defaultRuns() int {
-	if s.noisy() {
+	if s.set != quietSet {
 		return 3
 	}
 	return 1
 }
 
-// config is the server of one run of records requests; seed seeds its random
-// draws (the noise), so each run of a row meets different luck and the rows of
-// one run the same.
+// defaultRecords is how many records a run sends unless -records says
+// otherwise: 4,000 for the untold scenarios, whose client must first learn
+// the quota from the headers, 2,000 for the others.
+func (s scenario) defaultRecords() int {
+	if s.set == untoldSet {
+		return 4000
+	}
+	return 2000
+}
+
+// hostCount is the number of servers, at least 1.
+func (s scenario) hostCount() int { return max(s.hosts, 1) }
+
+// ideal is the shortest time in which the quota admits records requests,
+// spread over the hosts in turn: the host with the most records sets it.
+func (s scenario) ideal(records int) time.Duration {
+	n := s.hostCount()
+	return s.quota.ideal((records + n - 1) / n)
+}
+
+// quotaString describes the quota, and the hosts that each have one.
+func (s scenario) quotaString() string {
+	if s.hostCount() > 1 {
+		return fmt.Sprintf("%d hosts, each %s", s.hostCount(), s.quota)
+	}
+	return s.quota.String()
+}
+
+// config is the server of one run of records requests (each host has one);
+// seed seeds its random draws (the noise), so each run of a row meets
+// different luck and the rows of one run the same.
 func (s scenario) config(records int, seed int64) throttletest.Config {
 	cfg := throttletest.Config{Limits: []throttletest.Limit{s.quota.limit()}, Seed: seed}
 	if s.date {
 		cfg.RetryAfter = throttletest.RetryAfterDate
 	}
-	s.noise.apply(&cfg, s.quota.ideal(records))
+	s.headers.apply(&cfg)
+	s.noise.apply(&cfg, s.ideal(records))
 	return cfg
 }
 
@@ -123,32 +165,33 @@ func (s scenario) retryAfter() string {
 }
 
 // scenarios are the server configurations of the benchmark: the six quiet ones,
-// then the noisy ones.
+// then the noisy ones, then the untold ones.
 func scenarios() []scenario {
 	bucket := quota{algo: throttletest.TokenBucket, rate: 200, burst: 10}
 	fixed := quota{algo: throttletest.FixedWindow, n: 200, per: time.Second}
 	sliding := quota{algo: throttletest.SlidingLog, n: 200, per: time.Second}
+	six := []int{1, 2, 3, 4, 5, 6} // row 7 is row 3 again
 	quiet := []scenario{
-		{name: "bucket-seconds", quota: bucket},
-		{name: "bucket-date", quota: bucket, date: true},
-		{name: "fixed-seconds", quota: fixed},
-		{name: "fixed-date", quota: fixed, date: true},
-		{name: "sliding-seconds", quota: sliding},
-		{name: "sliding-date", quota: sliding, date: true},
+		{name: "bucket-seconds", quota: bucket, rows: six},
+		{name: "bucket-date", quota: bucket, date: true, rows: six},
+		{name: "fixed-seconds", quota: fixed, rows: six},
+		{name: "fixed-date", quota: fixed, date: true, rows: six},
+		{name: "sliding-seconds", quota: sliding, rows: six},
+		{name: "sliding-date", quota: sliding, date: true, rows: six},
 	}
-	return append(quiet, noisyScenarios()...)
+	return slices.Concat(quiet, noisyScenarios(), untoldScenarios())
 }
 
 // defaultRows returns the rows of all that the scenario runs when -rows is not
-// given: its own rows, or all of them.
+// given: its own rows, in its order, or all of them.
 func (s scenario) defaultRows(all []row) []row {
 	if s.rows == nil {
 		return all
 	}
 	var out []row
-	for _, rw := range all {
-		if slices.Contains(s.rows, rw.id) {
-			out = append(out, rw)
+	for _, id := range s.rows {
+		if i := slices.IndexFunc(all, func(rw row) bool { return rw.id == id }); i >= 0 {
+			out = append(out, all[i])
 		}
 	}
 	return out

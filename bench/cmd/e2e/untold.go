@@ -1,0 +1,162 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/throttlehttp/throttle/throttletest"
+)
+
+// A headerForm is how the server tells its quota on every answer, 2xx
+// included (throttletest.Config.HeadersOnSuccess), if at all.
+type headerForm int
+
+const (
+	noHeaders   headerForm = iota // none: a 429 says only Retry-After
+	xRateLimit                    // X-RateLimit-Limit, -Remaining and -Reset
+	ietfHeaders                   // RateLimit and RateLimit-Policy (draft-ietf-httpapi-ratelimit-headers)
+)
+
+// apply sets the headers on cfg.
+func (h headerForm) apply(cfg *throttletest.Config) {
+	cfg.XRateLimit = h == xRateLimit
+	cfg.IETF = h == ietfHeaders
+	cfg.HeadersOnSuccess = h != noHeaders
+}
+
+func (h headerForm) String() string {
+	switch h {
+	case xRateLimit:
+		return "X-RateLimit-* on every answer"
+	case ietfHeaders:
+		return "RateLimit + RateLimit-Policy (IETF) on every answer"
+	}
+	return "none (429 + Retry-After only)"
+}
+
+// suffix ends the scenario's name.
+func (h headerForm) suffix() string {
+	switch h {
+	case xRateLimit:
+		return "xrl"
+	case ietfHeaders:
+		return "ietf"
+	}
+	return "none"
+}
+
+// untoldJitter is the untold scenarios' noise: a random delay before the
+// quota counts a request, as in the noisy windows, so that requests sent in
+// one order may be counted in another and the headers' Remaining does not
+// simply count down.
+const untoldJitter = 2 * time.Millisecond
+
+// untoldScenarios are the scenarios in which throttle is told no Policy
+// (row 7) and can pace only from what the server's answers say, beside
+// go-retryablehttp + x/time/rate told the quota (row 6). Each quota comes
+// with the headers in either form, then without them. The names all start
+// with "untold", so -scenario untold picks exactly these; no other word of
+// theirs is in another scenario's name, so the filters of the other sets
+// pick what they did.
+func untoldScenarios() []scenario {
+	bucket := quota{algo: throttletest.TokenBucket, rate: 200, burst: 20}
+	fixed := quota{algo: throttletest.FixedWindow, n: 100, per: time.Second}
+	sliding := quota{algo: throttletest.SlidingLog, n: 200, per: time.Second}
+	quotas := []struct {
+		name  string
+		quota quota
+		hosts int
+	}{
+		{"tokens", bucket, 1},
+		{"window", fixed, 1},
+		{"log", sliding, 1},
+		{"4hosts", bucket, 4},
+	}
+	var out []scenario
+	for _, q := range quotas {
+		for _, h := range []headerForm{xRateLimit, ietfHeaders, noHeaders} {
+			out = append(out, scenario{
+				name:    "untold-" + q.name + "-" + h.suffix(),
+				set:     untoldSet,
+				quota:   q.quota,
+				hosts:   q.hosts,
+				headers: h,
+				noise:   noise{arrivalJitter: untoldJitter},
+				rows:    []int{7, 6},
+			})
+		}
+	}
+	return out
+}
+
+// throttledCell is a run's 429s, and their share of the requests.
+func throttledCell(r result) string {
+	share := 0.0
+	if r.Sent > 0 {
+		share = float64(r.Throttled) / float64(r.Sent) * 100
+	}
+	return fmt.Sprintf("%d (%.2f%%)", r.Throttled, share)
+}
+
+// summaryCell is a row's worst run in one cell: sent per record · 429s (share)
+// · wall over ideal, as the README's tables have them.
+func summaryCell(r result) string {
+	cell := fmt.Sprintf("%.3f · %s · %.2f×", r.sentPerRecord(), throttledCell(r), r.overIdeal())
+	if r.Failed > 0 {
+		cell += fmt.Sprintf(" (%d failed)", r.Failed)
+	}
+	return cell
+}
+
+// printUntoldSummary writes the untold scenarios in one table, a line per
+// scenario and a column per row, each row's worst run.
+func printUntoldSummary(w io.Writer, byScenario map[string][]runs, order []scenario) {
+	var cols []result // a run of each row, for its number and name
+	for _, sc := range order {
+		for _, r := range worstOfEach(byScenario[sc.name]) {
+			if !containsRow(cols, r.Row) {
+				cols = append(cols, r)
+			}
+		}
+	}
+	if len(cols) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "### Not told the quota: each row's worst run (sent / record · 429s (share of requests) · wall / ideal)")
+	fmt.Fprintln(w)
+	fmt.Fprint(w, "| scenario | quota | quota headers |")
+	for _, c := range cols {
+		fmt.Fprintf(w, " %d: %s |", c.Row, c.Client)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "|---|---|---|"+strings.Repeat("---|", len(cols)))
+	for _, sc := range order {
+		rs := worstOfEach(byScenario[sc.name])
+		if len(rs) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |", sc.name, sc.quotaString(), sc.headers)
+		for _, c := range cols {
+			cell := "–"
+			for _, r := range rs {
+				if r.Row == c.Row {
+					cell = summaryCell(r)
+				}
+			}
+			fmt.Fprintf(w, " %s |", cell)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+}
+
+func containsRow(rs []result, id int) bool {
+	for _, r := range rs {
+		if r.Row == id {
+			return true
+		}
+	}
+	return false
+}
