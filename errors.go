@@ -23,9 +23,10 @@ var (
 	// [context.DeadlineExceeded].
 	ErrWouldExceedDeadline error = deadlineError{}
 
-	// ErrPaused: the key is paused by the server for longer than the longest
-	// Retry-After honoured ([Retry].MaxRetryAfter), so the request failed at
-	// once instead of waiting.
+	// ErrPaused: the key is held by the server for longer than the longest
+	// Retry-After honoured ([Retry].MaxRetryAfter): paused by its answer, or
+	// its quota headers say nothing is left until a reset that far off. The
+	// request failed at once instead of waiting.
 	ErrPaused = errors.New("throttle: key paused for longer than the longest Retry-After honoured")
 
 	// ErrMaxElapsed: a retry's turn would come after [Retry].MaxElapsed had
