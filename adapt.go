@@ -208,6 +208,9 @@ func (ks *keyState) slow(tk ticket, now time.Time, at time.Duration) {
 		ks.wins[i].cut(tk.mono, at)
 	}
 	switch {
+	case ks.lim == nil && ks.mirror() != nil:
+		// The server's count paces the key (told.go): its refusal cut
+		// the mirror's rate, if a bucket's.
 	case ks.lim == nil:
 		ks.learn(at)
 	case a.learned:

@@ -25,28 +25,37 @@ const (
 	outageAnswers = 20          // the answers looked at
 	outageMin     = 5           // failures that can make an outage
 	outageForget  = time.Minute // a gap this long between answers forgets the rest
+	refusalsMin   = 3           // quota refusals among them that are more than collisions (pause.go)
 )
 
 // health is a key's record of its recent answers: one bit each, newest in
-// the lowest bit, 1 for a failure.
+// the lowest bit, 1 for a failure (in failed) or a quota refusal (in
+// refused).
 type health struct {
-	failed uint32
-	n      uint8         // answers recorded, <= outageAnswers
-	outage bool          // the key is paused for an outage
-	last   time.Duration // when the newest was recorded, from the epoch
+	failed  uint32
+	refused uint32
+	n       uint8         // answers recorded, <= outageAnswers
+	outage  bool          // the key is paused for an outage
+	last    time.Duration // when the newest was recorded, from the epoch
 }
 
-// record adds an answer at now and reports whether failures now dominate.
-func (h *health) record(now time.Duration, failed bool) bool {
+// record adds an answer at now, failed or refused for the quota, and
+// reports whether failures now dominate.
+func (h *health) record(now time.Duration, failed, refused bool) bool {
 	if h.n > 0 && now-h.last > outageForget {
-		h.failed, h.n = 0, 0
+		h.failed, h.refused, h.n = 0, 0, 0
 	}
 	h.last = now
 	h.failed <<= 1
+	h.refused <<= 1
 	if failed {
 		h.failed |= 1
 	}
+	if refused {
+		h.refused |= 1
+	}
 	h.failed &= 1<<outageAnswers - 1
+	h.refused &= 1<<outageAnswers - 1
 	h.n = min(h.n+1, outageAnswers)
 	f := bits.OnesCount32(h.failed)
 	return f >= outageMin && 2*f > int(h.n)
@@ -54,5 +63,11 @@ func (h *health) record(now time.Duration, failed bool) bool {
 
 // recovered forgets the failures: the server answered again.
 func (h *health) recovered() {
-	h.failed, h.n, h.outage = 0, 0, false
+	h.failed, h.refused, h.n, h.outage = 0, 0, 0, false
+}
+
+// refusing reports whether quota refusals are more than collisions: at
+// least refusalsMin of the recent answers.
+func (h *health) refusing() bool {
+	return bits.OnesCount32(h.refused) >= refusalsMin
 }

@@ -117,7 +117,7 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	// ok: the server took the request (a 5xx says nothing about the pace).
 	ok := resp != nil && h.signal == signalNone && resp.StatusCode < http.StatusInternalServerError
 	failed := h.signal == signalUnavailable
-	outage := (resp != nil || failed) && ks.health.record(mono, failed)
+	outage := (resp != nil || failed) && ks.health.record(mono, failed, h.throttled())
 	ks.count(resp, h)
 	if tk.probe {
 		ks.endProbe(tk, ok, now, at)
@@ -128,8 +128,12 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	if h.hasQ && h.quota.HasRemaining {
 		m := &ks.rarely().told
 		m.on = true
+		m.rtt = ks.lat.srtt + ks.lat.jitter()
 		m.rollover(at, ks.admitted)
-		m.read(h.quota, at, tk.adm, int(ks.sending), ok)
+		m.read(h.quota, at, tk.adm, ks.admitted, int(ks.sending), ok)
+		if h.throttled() {
+			m.refused(tk.mono)
+		}
 		if kind, r, changed := m.news(); changed {
 			ls.pace, ls.paceWhy = r, "quota headers: "+kind
 		}
@@ -149,7 +153,9 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 		learned := ks.learned()
 		ks.slow(tk, now, at)
 		pace, why := ls.pace, ls.paceWhy
-		ls = ks.pause(h, pause, now)
+		if !ks.collision(h) {
+			ls = ks.pause(h, pause, now)
+		}
 		ls.pace, ls.paceWhy = pace, why
 		if !learned && ks.learned() {
 			ls.pace, ls.paceWhy = ks.lim.Limit(), "learned from 429s"
@@ -173,6 +179,26 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 		ls.held = until
 	}
 	return ls
+}
+
+// collision reports whether a quota refusal is a collision, which the
+// key's pace answers, not a sign that the quota is spent, which pauses the
+// whole key. It is one when the key is paced by the server's count alone,
+// which the headers show to be a bucket (told.go; the refusal has cut its
+// rate), the server asks for a wait of a second or two at most (a short
+// wait rounded up to whole seconds), and refusals are rare among the key's
+// recent answers. A configured or learned pace
+// pauses the key on every refusal (adapt.go cuts it).
+func (ks *keyState) collision(h hint) bool {
+	m := ks.mirror()
+	switch {
+	case m == nil || ks.lim != nil || len(ks.wins) > 0:
+		return false
+	case h.wait > coarseWait, ks.health.refusing():
+		return false
+	}
+	return m.kind == kindBucket // a window or a log refuses until it gives back
+
 }
 
 // clock returns now (mono from the epoch), or the latest time the limiter

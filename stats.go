@@ -127,7 +127,7 @@ func (ks *keyState) snapshot(t *Transport, now time.Time) KeyStats {
 		mono := t.since(now)
 		m.rollover(mono, ks.admitted)
 		s.Remaining = max(0, int(m.tokens(mono, int(ks.sending))))
-		if m.kind != kindBucket && m.resetAt > mono {
+		if m.kind != kindBucket && m.kind != kindLog && m.resetAt > mono {
 			s.Reset = now.Add(m.resetAt - mono)
 		}
 		if r := rate.Limit(m.rate); m.kind == kindBucket && r > 0 && (s.Rate == 0 || r < s.Rate) {

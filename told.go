@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"math"
+	"sort"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -19,24 +20,35 @@ import (
 // Remaining moves from one answered request to a later one, the accepted
 // requests between them taken into account:
 //
-//   - a window (fixed, or a log of recent requests) adds nothing until its
-//     reset, then gives back everything at once: Remaining only jumps, at
-//     the stated reset, back to about Limit;
-//   - a bucket refills continuously: Remaining climbs back by small steps
-//     whenever it is below Limit. Its Reset (the time until the bucket is
-//     full, or until its next token) says little: a client at the quota
-//     sees Remaining near 0 and a Reset of one second all the time, and
-//     waiting for it would be far too slow. Its rate is measured instead:
-//     the climb of Remaining, plus the accepted requests in between, over
-//     the time between the two answers. Others spending the same quota show
-//     as a slower climb, so the rate measured is what is left for us.
+//   - a fixed window adds nothing until its reset, then gives back
+//     everything at once: Remaining only jumps, at the stated reset, back
+//     to about Limit;
+//   - a log of recent requests gives back each request a window's length
+//     after it reached the server: what comes back before the stated reset
+//     is no more than what the key sent a window's length before (within a
+//     round trip). The key then keeps its own count: never more than Limit
+//     of its requests within a window's length and a round trip, whatever
+//     the order of the answers;
+//   - a bucket refills continuously: Remaining climbs back, before any
+//     reset, by more than a log would give back. Its Reset (the time until
+//     the bucket is full, or until its next token) says little: a client
+//     at the quota sees Remaining near 0 and a Reset of one second all the
+//     time, and waiting for it would be far too slow. Its rate is measured
+//     instead: the climb of Remaining, plus the accepted requests in
+//     between, over the time between the two answers. Others spending the
+//     same quota show as a slower climb, so the rate measured is what is
+//     left for us. Its level is read with care for answers that overtake
+//     one another (see readLevel), and a quarter of its depth is held
+//     back, which costs nothing once the bucket has been spent: it refills
+//     at its rate whatever it holds, short of full.
 //
 // Until it knows, the key takes the quota for a window: it never sends more
 // than Remaining before the reset. When the reset is a second or two away,
-// stated in whole seconds (a short window, or a bucket: the headers cannot
-// tell), it spreads what remains over the time to the reset rather than
-// sending it at once, so that a bucket shows its refill, and a window is
-// used evenly.
+// stated in whole seconds (a short window, a log, or a bucket: the headers
+// cannot tell), it spreads what remains over the time to the reset rather
+// than sending it at once, so that a bucket shows its refill, and a window is
+// used evenly; once spent, one request tries an eighth of the way to the
+// reset, and what it finds tells a bucket or a log from a window.
 //
 // The headers of every answer are read, 2xx included, while the server
 // sends them; a server that does not is checked on its first hdrTries
@@ -50,15 +62,18 @@ const (
 	kindUnknown quotaKind = iota
 	kindWindow            // nothing comes back before the reset
 	kindBucket            // Remaining climbs back continuously
+	kindLog               // a log of recent requests: each counts for a window's length after it reached the server
 )
 
 const (
-	hdrSeen    = 1 << 31 // keyState.hdr: the server sent quota headers
-	hdrTries   = 16      // answers always checked before the server is taken for one that sends none
-	hdrSample  = 64      // then one answer in this many
-	minSpan    = 50 * time.Millisecond
-	minReads   = 4               // a refill is measured over at least this many answers, and minSpan
-	coarseWait = 2 * time.Second // a reset this close, in whole seconds, may be late by up to a second
+	hdrSeen     = 1 << 31 // keyState.hdr: the server sent quota headers
+	hdrTries    = 16      // answers always checked before the server is taken for one that sends none
+	hdrSample   = 64      // then one answer in this many
+	minSpan     = 50 * time.Millisecond
+	minReads    = 4                // a refill is measured over at least this many answers, and minSpan
+	coarseWait  = 2 * time.Second  // a reset this close, in whole seconds, may be late by up to a second
+	maxCounted  = 10000            // a quota of at most this many has our requests kept, to compare
+	maxCounting = 10 * time.Second // and a window of at most this long, counted exactly
 )
 
 // wantsQuota reports whether the headers of the answer to admission adm
@@ -81,8 +96,13 @@ func (ks *keyState) sawQuota(ok bool) {
 // told mirrors the server's count of the key's quota.
 type told struct {
 	limit      int           // the most the server holds at once (Limit; else the most Remaining seen)
+	depth      int           // the most Remaining seen, counting an accepted answer's own: a bucket's depth
 	left       int           // what remained, as of leftAt: see read
 	leftAdm    uint64        // the admission whose answer said so
+	level      float64       // a bucket's tokens as of levelAt, our requests sent by then counted (see readLevel)
+	levelAt    time.Duration // 0: no level read yet
+	sent       uint64        // our admissions since the mirror began
+	leftSent   uint64        // sent, as of levelAt
 	leftAt     time.Duration // when that answer came (from the epoch); 0: no reading yet
 	resetAt    time.Duration // the window's reset; 0: unknown
 	rollAdm    uint64        // admissions before the last reset: the window before
@@ -97,11 +117,11 @@ type told struct {
 	spread     time.Duration   // the last request admitted while spreading
 	lastAdm    uint64          // the latest admission answered
 	refusedAdm uint64          // admissions up to this one were sent before the last refusal
+	refusedAt  time.Duration   // when a refusal last cut a bucket's rate; 0: never
+	raisedAt   time.Duration   // when probing last raised it
 	longest    time.Duration   // the longest reset seen: about a window's length
 	sends      []time.Duration // our admissions over the last window length, oldest first
-	// How far what came back missed what a bucket at rate, and a log that
-	// gives back what was sent a window's length ago, would have given back.
-	bucketMiss, logMiss float64
+	rtt        time.Duration   // about the longest a request takes to reach the server
 
 	shownKind string  // what EventPace last said
 	shownRate float64 //
@@ -125,7 +145,7 @@ type told struct {
 // request the server counted after it is one still on its way; for a
 // bucket, whose count climbs, the answer to the latest admission is the
 // latest count, within the few requests sent together.
-func (m *told) read(q Quota, now time.Duration, adm uint64, inflight int, accepted bool) {
+func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight int, accepted bool) {
 	if accepted {
 		m.acc++
 	} else if m.kind == kindBucket && m.rate > 0 && adm > m.refusedAdm {
@@ -133,7 +153,7 @@ func (m *told) read(q Quota, now time.Duration, adm uint64, inflight int, accept
 		// spend more of it. Once per refusal episode, a fifth less, and a
 		// new measurement.
 		m.rate *= slowFactor
-		m.refusedAdm, m.markAt = m.lastAdm, 0
+		m.refusedAdm, m.refusedAt, m.markAt = admitted, now, 0
 	}
 	m.lastAdm = max(m.lastAdm, adm)
 	if !q.HasRemaining {
@@ -144,14 +164,26 @@ func (m *told) read(q Quota, now time.Duration, adm uint64, inflight int, accept
 		m.limit = q.Limit
 	}
 	m.limit = max(m.limit, r)
+	m.depth = max(m.depth, r)
+	if accepted {
+		m.depth = max(m.depth, r+1) // it held this request's too
+	}
 	if q.Window > 0 {
 		m.period = q.Window
 	}
 	m.measure(now, r, inflight)
-	if m.kind == kindUnknown && m.tested && accepted && adm > m.leftAdm && r > m.left+inflight {
-		// The request that tried beyond the mirror found more than was
-		// left: the quota gives back before its reset.
-		m.kind, m.rate = kindBucket, float64(r-m.left+1)/(now-m.leftAt).Seconds()
+	if m.kind == kindUnknown && m.tested && accepted && adm > m.leftAdm && r+1 > m.left+inflight {
+		// The request that tried beyond the mirror was accepted: the
+		// quota gave back before its reset. No more than a log would
+		// have given back shows a log; more, a bucket.
+		if echo := m.echoes(m.leftAt, now); echo > 0 && r+1 <= m.left+inflight+echo {
+			m.kind = kindLog
+		} else {
+			m.kind, m.rate = kindBucket, float64(r-m.left+1)/(now-m.leftAt).Seconds()
+		}
+	}
+	if m.kind == kindBucket {
+		m.readLevel(r, now, adm, admitted)
 	}
 	switch {
 	case m.leftAt == 0,
@@ -174,6 +206,38 @@ func (m *told) read(q Quota, now time.Duration, adm uint64, inflight int, accept
 	}
 }
 
+// readLevel corrects a bucket's level with a reading of r, in the answer
+// to admission adm, at now, with admitted requests admitted so far.
+//
+// Every request sent after adm is taken as not yet counted in r, the
+// others as counted: the reading's level is r less those. The server counts
+// in about the order of sending, not exactly, so this errs both ways: low
+// by those sent after adm that reached the server before it, high by those
+// sent before adm that reached it after. An earlier reading has counted
+// the latter, so the lower of the new reading and the level carried
+// forward from the earlier ones (refill in, our requests out) is the more
+// nearly right; a higher reading lifts the level by an eighth of the gap,
+// so an error low does not stay.
+func (m *told) readLevel(r int, now time.Duration, adm, admitted uint64) {
+	v := float64(r) - float64(admitted-adm)
+	if m.levelAt != 0 {
+		if carried := m.bucket(now); v > carried {
+			v = carried + (v-carried)/8
+		}
+	}
+	m.level, m.levelAt, m.leftSent = v, now, m.sent
+}
+
+// bucket is a bucket's tokens at now, less our requests sent since the
+// level was read.
+func (m *told) bucket(now time.Duration) float64 {
+	t := m.level
+	if m.rate > 0 {
+		t = min(t+m.rate*(now-m.levelAt).Seconds(), float64(m.depth))
+	}
+	return t - float64(m.sent-m.leftSent)
+}
+
 // news reports what is new in the mirror since it last reported: its kind
 // ("window", "bucket" or "log"), and a bucket's rate when it moved by a
 // tenth or more.
@@ -181,14 +245,14 @@ func (m *told) news() (kind string, r rate.Limit, changed bool) {
 	switch {
 	case m.kind == kindWindow:
 		kind = "window"
-	case m.kind == kindBucket && m.length() > 0 && 2*m.logMiss < m.bucketMiss:
+	case m.kind == kindLog:
 		kind = "log"
 	case m.kind == kindBucket:
 		kind, r = "bucket", rate.Limit(m.rate)
 	default:
 		return "", 0, false
 	}
-	if kind == m.shownKind && math.Abs(m.rate-m.shownRate) < m.shownRate/10 {
+	if kind == m.shownKind && math.Abs(m.rate-m.shownRate) <= m.shownRate/10 {
 		return kind, r, false
 	}
 	m.shownKind, m.shownRate = kind, m.rate
@@ -213,22 +277,39 @@ func (m *told) measure(now time.Duration, r, inflight int) {
 	// may have counted on either side.
 	back := r - m.markRem + int(m.acc-m.markAcc)
 	noise := m.markOut + inflight
-	if p := m.length(); m.kind == kindBucket && p > 0 && !m.passed {
-		echo := m.sentBetween(m.markAt-p, now-p)
-		m.logMiss = 0.8*m.logMiss + math.Abs(float64(back-echo))
-		m.bucketMiss = 0.8*m.bucketMiss + math.Abs(float64(back)-m.rate*dt.Seconds())
+	// A full bucket loses what it would add: a span that ends or begins
+	// full shows a rate it bears at least; one full at both ends, a
+	// bucket that refills faster than the key takes from it.
+	// (Remaining is read after the answered request took its own.)
+	top := max(1, m.depth-m.depth/8)
+	full, fuller := m.markRem+1 >= top || r+1 >= top, m.markRem+1 >= top && r+1 >= top
+	echo := 0
+	if m.kind != kindBucket {
+		echo = m.echoes(m.markAt, now) // only more than a log gives back shows a bucket
 	}
-	full := m.markRem >= m.limit-1 || r >= m.limit-1 // a full bucket loses what it would add
 	switch {
-	case m.passed && m.still && back >= m.limit/2 && m.kind != kindBucket:
+	case m.passed && m.still && back >= m.limit/2 && m.kind == kindUnknown:
 		m.kind = kindWindow // nothing back before the reset, everything at it
 	case m.passed:
-	case back > noise && !full:
+	case back > noise && back <= noise+echo && m.kind != kindLog:
+		m.kind = kindLog // back before the reset, no more than a log would give
+	case back > noise+echo && !full && m.kind != kindLog:
 		m.kind = kindBucket // a climb, below the limit
 		m.rate = float64(back) / dt.Seconds()
-	case back > noise:
-		m.kind = kindBucket                              // it gave back before the reset
-		m.rate = max(m.rate, float64(back)/dt.Seconds()) // a full bucket: at least this
+	case back > noise+echo && m.kind != kindLog:
+		m.kind = kindBucket // it gave back before the reset
+		m.rate = max(m.rate, float64(back)/dt.Seconds())
+		if fuller {
+			// Probing: quickly until the first refusal, then by a
+			// twentieth per quiet second.
+			switch {
+			case m.refusedAt == 0:
+				m.rate *= 1.25
+			case now-m.refusedAt >= time.Second && now-m.raisedAt >= time.Second:
+				m.rate *= 1.05
+				m.raisedAt = now
+			}
+		}
 	case m.kind == kindBucket && back <= 0:
 		m.rate = 0 // others spend all it adds
 	case back <= 0:
@@ -252,18 +333,18 @@ func (m *told) rollover(now time.Duration, admitted uint64) {
 // tokens is what the mirror holds at now, with inflight of our requests on
 // their way.
 //
-// A bucket refills at its rate, but a log of recent requests, which also
-// gives back before its reset, gives back what was sent a window's length
-// ago, no more: between answers the mirror counts what either would give
-// back, whichever is less.
+// A bucket refills at its rate. A log of recent requests gives back each
+// request a window's length after it reached the server: it holds its
+// limit less our requests that may still count in it (up to a round trip
+// after they were sent), whatever the order of the answers; what others
+// spend shows in the readings, as a window's.
 func (m *told) tokens(now time.Duration, inflight int) float64 {
 	t := float64(m.left)
-	if m.rate > 0 {
-		back := m.rate * (now - m.leftAt).Seconds()
-		if p := m.length(); p > 0 && 2*m.logMiss < m.bucketMiss {
-			back = float64(m.sentBetween(m.leftAt-p, now-p)) // a log
-		}
-		t = min(t+back, float64(m.limit))
+	switch m.kind {
+	case kindBucket:
+		return m.bucket(now)
+	case kindLog:
+		return m.exact(now)
 	}
 	return t - float64(inflight)
 }
@@ -279,13 +360,56 @@ func (m *told) length() time.Duration {
 
 // sentBetween counts our admissions in (from, to].
 func (m *told) sentBetween(from, to time.Duration) int {
-	n := 0
-	for i := len(m.sends) - 1; i >= 0 && m.sends[i] > from; i-- {
-		if m.sends[i] <= to {
-			n++
-		}
+	if to <= from {
+		return 0
 	}
-	return n
+	after := func(t time.Duration) int {
+		return sort.Search(len(m.sends), func(i int) bool { return m.sends[i] > t })
+	}
+	return after(to) - after(from)
+}
+
+// echoes is the most a log of recent requests may have given back of
+// ours between from and to: what reached it a window's length before,
+// within a round trip.
+func (m *told) echoes(from, to time.Duration) int {
+	p := m.length()
+	if p <= 0 {
+		return 0
+	}
+	return m.sentBetween(from-p-m.rtt, to-p+m.rtt)
+}
+
+// exact is what a log of limit per window length surely holds at now: the
+// limit less our requests that may still count in it, having reached the
+// server up to a round trip after they were sent. Without a length, or
+// counts kept, it is the limit.
+func (m *told) exact(now time.Duration) float64 {
+	p := m.length()
+	if p <= 0 || p > maxCounting || m.limit > maxCounted {
+		return float64(m.limit)
+	}
+	return float64(m.limit - m.sentBetween(now-p-m.rtt, now))
+}
+
+// aged is when n more of our requests will have left a log of the window's
+// length.
+func (m *told) aged(now time.Duration, n float64) time.Duration {
+	p := m.length()
+	i := sort.Search(len(m.sends), func(i int) bool { return m.sends[i] > now-p-m.rtt })
+	if x := i + int(math.Ceil(n)) - 1; x >= 0 && x < len(m.sends) {
+		return max(now, m.sends[x]+p+m.rtt+1)
+	}
+	return now + max(p, time.Millisecond)
+}
+
+// refused forgets our admission at sent: the server refused it, so it
+// does not count in a log of the requests it accepted.
+func (m *told) refused(sent time.Duration) {
+	i := sort.Search(len(m.sends), func(i int) bool { return m.sends[i] >= sent })
+	if i < len(m.sends) && m.sends[i] == sent {
+		m.sends = append(m.sends[:i], m.sends[i+1:]...)
+	}
 }
 
 // lowerBound is the earliest time, from the epoch, the mirror could let go
@@ -294,8 +418,16 @@ func (m *told) sentBetween(from, to time.Duration) int {
 func (m *told) lowerBound(now time.Duration, admitted uint64, inflight, ahead int) time.Duration {
 	m.rollover(now, admitted)
 	need := float64(ahead + 1)
-	if m.kind == kindBucket {
-		need++ // a token held back: answers that overtake one another, a rate measured a little high
+	switch {
+	case m.kind == kindLog:
+		need++ // a token held back: a request that reaches the server late
+	case m.kind == kindBucket:
+		// Tokens held back: answers that overtake one another, requests
+		// that arrive out of order, a rate measured a little high. A
+		// bucket refills at its rate whatever it holds, short of full, so
+		// what is held back costs nothing once the bucket has been spent;
+		// but never more than it holds: a bucket of one still lets one go.
+		need = max(min(need+max(1, float64(m.depth/4)), float64(m.depth)), need)
 	}
 	t := m.tokens(now, inflight)
 	switch {
@@ -306,6 +438,10 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight, ahead in
 		return max(now, m.spread+time.Duration(0.9*float64(m.resetAt-now)/t))
 	case t >= need:
 		return now
+	case m.kind == kindLog:
+		return m.aged(now, need-t)
+	case m.kind == kindWindow && m.exact(now) < need && m.aged(now, need-t) < m.resetAt:
+		return m.aged(now, need-t)
 	case m.rate > 0:
 		return now + time.Duration(math.Ceil((need-t)/m.rate*1e9))
 	case m.resetAt > now && ahead == 0 && m.kind == kindUnknown && m.coarse && !m.tested &&
@@ -325,7 +461,8 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight, ahead in
 // way.
 func (m *told) took(now time.Duration, inflight int) {
 	m.spread = now
-	if m.kind != kindWindow {
+	m.sent++
+	if m.limit <= maxCounted && (m.kind != kindWindow || m.length() <= maxCounting) {
 		old := 0
 		for old < len(m.sends) && m.sends[old] <= now-m.length()-time.Second {
 			old++

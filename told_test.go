@@ -32,30 +32,44 @@ func latent(api *throttletest.API, latency time.Duration) rtFunc {
 func TestPacesFromQuotaHeaders(t *testing.T) {
 	window := throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}
+	log := throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}
 	tests := []struct {
-		name  string
-		limit throttletest.Limit
-		ietf  bool
-		ideal time.Duration // for 2,000 requests
-		slack float64       // the most over the ideal
+		name   string
+		limit  throttletest.Limit
+		ietf   bool
+		jitter time.Duration // on the way in, and added to the 1ms latency
+		ideal  time.Duration // for 2,000 requests
+		slack  float64       // the most over the ideal
 	}{
-		{"fixed-window/x-ratelimit", window, false, 19 * time.Second, 1.05},
-		{"fixed-window/ietf", window, true, 19 * time.Second, 1.05},
+		{"fixed-window/x-ratelimit", window, false, 0, 19 * time.Second, 1.05},
+		{"fixed-window/ietf", window, true, 0, 19 * time.Second, 1.05},
 		// A bucket's headers cannot tell it from a one-second window at
 		// first; the key finds out within its first second.
-		{"token-bucket/x-ratelimit", bucket, false, 9900 * time.Millisecond, 1.05},
-		{"token-bucket/ietf", bucket, true, 9900 * time.Millisecond, 1.05},
+		{"token-bucket/x-ratelimit", bucket, false, 0, 9900 * time.Millisecond, 1.05},
+		{"token-bucket/ietf", bucket, true, 0, 9900 * time.Millisecond, 1.05},
 		// A log of requests gives back what was sent a second before: the
-		// first second's spread and probe echo once.
-		{"sliding-log/x-ratelimit", throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}, false, 9 * time.Second, 1.15},
-		{"hourly-window", throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 5000, Per: time.Hour}, false, 125 * time.Millisecond, 1.05},
+		// first second, spread while the key cannot yet tell a log from a
+		// bucket, echoes on (9 s is the ideal of sending the first 200 at
+		// once).
+		{"sliding-log/x-ratelimit", log, false, 0, 9 * time.Second, 1.2},
+		{"sliding-log/ietf", log, true, 0, 9 * time.Second, 1.2},
+		{"hourly-window", throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 5000, Per: time.Hour}, false, 0, 125 * time.Millisecond, 1.05},
+		// Requests that reach the server out of order, and answers that
+		// overtake one another: up to 5 ms each way.
+		{"fixed-window/x-ratelimit/jitter", window, false, 5 * time.Millisecond, 19 * time.Second, 1.05},
+		{"fixed-window/ietf/jitter", window, true, 5 * time.Millisecond, 19 * time.Second, 1.05},
+		{"token-bucket/x-ratelimit/jitter", bucket, false, 5 * time.Millisecond, 9900 * time.Millisecond, 1.05},
+		{"token-bucket/ietf/jitter", bucket, true, 5 * time.Millisecond, 9900 * time.Millisecond, 1.05},
+		{"sliding-log/x-ratelimit/jitter", log, false, 5 * time.Millisecond, 9 * time.Second, 1.2},
+		{"sliding-log/ietf/jitter", log, true, 5 * time.Millisecond, 9 * time.Second, 1.2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{tt.limit},
-					XRateLimit: !tt.ietf, IETF: tt.ietf, HeadersOnSuccess: true})
-				rt := throttle.New(latent(api, time.Millisecond))
+					XRateLimit: !tt.ietf, IETF: tt.ietf, HeadersOnSuccess: true,
+					ArrivalJitter: tt.jitter, Latency: time.Millisecond, LatencyJitter: tt.jitter, Seed: 1})
+				rt := throttle.New(api)
 				defer rt.Close()
 				took := job(t, rt, 2000)
 				seen := api.Stats().Total
@@ -208,5 +222,87 @@ func TestWhatTheHeadersTaughtIsVisible(t *testing.T) {
 		defer rt3.Close()
 		require.NoError(t, do(t, rt3, "http://api.test/"))
 		assert.Equal(t, -1, rt3.Stats().Keys["api.test"].Remaining)
+	})
+}
+
+// One refusal from a bucket the key paces by its headers is a collision,
+// not an order to stop: the refused request waits out its Retry-After, the
+// others go on, and the key does not pause (issue 9; DESIGN: in proportion).
+func TestBucketCollisionDoesNotPauseTheKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
+			{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}}, XRateLimit: true, HeadersOnSuccess: true})
+		start := time.Now()
+		var mu sync.Mutex
+		var refusedURL string
+		var tries []time.Duration
+		n := 0
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			n++
+			collide := n == 1000
+			if collide {
+				refusedURL = r.URL.String()
+			}
+			if r.URL.String() == refusedURL {
+				tries = append(tries, time.Since(start))
+			}
+			mu.Unlock()
+			resp, err := api.RoundTrip(r)
+			time.Sleep(time.Millisecond)
+			if collide {
+				resp.Body.Close()
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1",
+					"X-RateLimit-Limit", "20", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1"), nil
+			}
+			return resp, err
+		}))
+		defer rt.Close()
+		took := job(t, rt, 2000)
+		st := rt.Stats().Keys["api.test"]
+		assert.Equal(t, int64(1), st.Throttled)
+		assert.Zero(t, st.Pauses, "a collision pauses no one")
+		require.Len(t, tries, 2)
+		assert.GreaterOrEqual(t, tries[1]-tries[0], time.Second, "the refused request waited its Retry-After")
+		assert.LessOrEqual(t, took, 9900*time.Millisecond*105/100, "the others went on")
+
+		// Refusals that keep coming are not collisions: the key pauses.
+		rt2 := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			n++
+			refuse := n%2 == 0
+			mu.Unlock()
+			resp, err := api.RoundTrip(r)
+			if refuse {
+				resp.Body.Close()
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1",
+					"X-RateLimit-Limit", "20", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1"), nil
+			}
+			return resp, err
+		}))
+		defer rt2.Close()
+		time.Sleep(time.Second) // the bucket refills
+		job(t, rt2, 200)
+		assert.NotZero(t, rt2.Stats().Keys["api.test"].Pauses)
+	})
+}
+
+// A bucket one request deep says Remaining 0 and Reset 1 on every answer
+// it accepts: its headers cannot show its refill. The key must not take it
+// for a window spent until each reset (one request a second): the request
+// that tries beyond the mirror and is accepted shows a bucket, one found
+// full at the key's pace shows that it refills faster, and the key probes
+// up to its rate. What it holds back never exceeds what the bucket holds.
+func TestBucketOfOneIsFoundOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
+			{Algorithm: throttletest.TokenBucket, Rate: 50, Burst: 1}}, XRateLimit: true, HeadersOnSuccess: true})
+		rt := throttle.New(latent(api, time.Millisecond))
+		defer rt.Close()
+		took := job(t, rt, 1000)
+		refused := api.Stats().Total.Throttled
+		t.Logf("took %v (ideal 20s), %d refused", took, refused)
+		assert.LessOrEqual(t, took, 20*time.Second*130/100, "1,000 at 50/s: the first seconds find the rate")
+		assert.LessOrEqual(t, refused, int64(30), "3%: a bucket of one is refused whenever two arrive close")
 	})
 }
