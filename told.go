@@ -122,6 +122,7 @@ type told struct {
 	longest    time.Duration   // the longest reset seen: about a window's length
 	sends      []time.Duration // our admissions over the last window length, oldest first
 	rtt        time.Duration   // about the longest a request takes to reach the server
+	others     int             // others' requests in the log at the last reading
 
 	shownKind string  // what EventPace last said
 	shownRate float64 //
@@ -182,8 +183,14 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 			m.kind, m.rate = kindBucket, float64(r-m.left+1)/(now-m.leftAt).Seconds()
 		}
 	}
-	if m.kind == kindBucket {
+	switch m.kind {
+	case kindBucket:
 		m.readLevel(r, now, adm, admitted)
+	case kindLog:
+		// What the log holds of others': all it holds, less ours that it
+		// may hold (those on their way may not be counted yet).
+		ours := m.sentBetween(now-m.length()-m.rtt, now) - inflight
+		m.others = max(0, m.limit-r-ours)
 	}
 	switch {
 	case m.leftAt == 0,
@@ -344,7 +351,7 @@ func (m *told) tokens(now time.Duration, inflight int) float64 {
 	case kindBucket:
 		return m.bucket(now)
 	case kindLog:
-		return m.exact(now)
+		return m.exact(now) - float64(m.others)
 	}
 	return t - float64(inflight)
 }
@@ -432,7 +439,6 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight, ahead in
 	t := m.tokens(now, inflight)
 	switch {
 	case t >= need && ahead == 0 && m.kind == kindUnknown && m.coarse && m.resetAt > now:
-		// Spread what is left over the time to the reset.
 		// Spread what is left over the time to the reset, less a tenth:
 		// a window's last requests must not be late for it.
 		return max(now, m.spread+time.Duration(0.9*float64(m.resetAt-now)/t))
