@@ -306,3 +306,49 @@ func TestBucketOfOneIsFoundOut(t *testing.T) {
 		assert.LessOrEqual(t, refused, int64(30), "3%: a bucket of one is refused whenever two arrive close")
 	})
 }
+
+// Two transports on one API key (two processes, neither told of the
+// other) stay under the shared quota together, paced by its headers: each
+// reading shows what the other spent (issue 9, point 4).
+func TestTwoTransportsShareAQuotaByItsHeaders(t *testing.T) {
+	tests := []struct {
+		name  string
+		limit throttletest.Limit
+		ietf  bool
+		ideal time.Duration // of the two halves together, 2,000 requests
+		slack float64
+	}{
+		{"token-bucket/x-ratelimit", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}, false, 9900 * time.Millisecond, 1.15},
+		{"token-bucket/ietf", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}, true, 9900 * time.Millisecond, 1.15},
+		// Not yet: two transports on one fixed window or log of requests
+		// (see the README's "Not told the quota").
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{tt.limit},
+					XRateLimit: !tt.ietf, IETF: tt.ietf, HeadersOnSuccess: true,
+					ArrivalJitter: 2 * time.Millisecond, Latency: time.Millisecond, LatencyJitter: 2 * time.Millisecond, Seed: 1})
+				a, b := throttle.New(api), throttle.New(api)
+				defer a.Close()
+				defer b.Close()
+				start := time.Now()
+				var wg sync.WaitGroup
+				for _, rt := range []*throttle.Transport{a, b} {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						job(t, rt, 1000)
+					}()
+				}
+				wg.Wait()
+				took, refused := time.Since(start), api.Stats().Total.Throttled
+				t.Logf("together took %v (ideal %v), %d refused", took, tt.ideal, refused)
+				// The first 32 requests go before either knows anything:
+				// a bucket of 20 refuses about 12 of them; after that, none.
+				assert.LessOrEqual(t, refused, int64(16), "0.8% of 2,000")
+				assert.LessOrEqual(t, took.Seconds(), tt.ideal.Seconds()*tt.slack, "within %v× the ideal of both jobs", tt.slack)
+			})
+		})
+	}
+}
