@@ -21,10 +21,14 @@
 //   - kept within what the server's quota headers say remains, when it
 //     sends them (X-RateLimit-*, the IETF RateLimit fields, GitHub's and
 //     Shopify's forms; see [ParseQuota]), on every answer, 2xx included:
-//     a window's count holds the key until its reset, a bucket's measured
-//     refill paces it. Nobody needs to tell the transport the quota. A
-//     configured Policy stays a ceiling. [KeyStats] and [EventPace] show
-//     what was learned.
+//     a window's count holds the key until its reset, a log of recent
+//     requests is counted exactly, a bucket's measured refill paces it.
+//     Nobody needs to tell the transport the quota. A configured Policy
+//     stays a ceiling. [KeyStats] and [EventPace] show what was learned.
+//     One refusal from a bucket the headers pace is a collision, not an
+//     order to stop: the refused request waits out its Retry-After and the
+//     others go on, unless the server asks for more than 2 s or refusals
+//     come in 3 of the key's last 20 answers.
 //
 // Availability signals are not quota signals: a 502, 503, 504 or network
 // error delays only its own request's retry (its backoff, never shorter than
