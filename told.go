@@ -45,8 +45,8 @@ import (
 // Until it knows, the key takes the quota for a window: it never sends more
 // than Remaining before the reset. When the reset is a second or two away,
 // stated in whole seconds (a short window, a log, or a bucket: the headers
-// cannot tell), it spreads what remains over the time to the reset rather
-// than sending it at once, so that a bucket shows its refill, and a window is
+// cannot tell), it spreads what remains over half the time to the reset
+// rather than sending it at once, so that a bucket shows its refill, and a window is
 // used evenly; once spent, one request tries an eighth of the way to the
 // reset, and what it finds tells a bucket or a log from a window.
 //
@@ -439,9 +439,10 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight, ahead in
 	t := m.tokens(now, inflight)
 	switch {
 	case t >= need && ahead == 0 && m.kind == kindUnknown && m.coarse && m.resetAt > now:
-		// Spread what is left over the time to the reset, less a tenth:
-		// a window's last requests must not be late for it.
-		return max(now, m.spread+time.Duration(0.9*float64(m.resetAt-now)/t))
+		// Spread what is left over the first half of the time to the
+		// reset: a window's last requests must not be late for it, and a
+		// bucket shows its refill as well in half the time.
+		return max(now, m.spread+time.Duration(0.5*float64(m.resetAt-now)/t))
 	case t >= need:
 		return now
 	case m.kind == kindLog:
