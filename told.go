@@ -192,12 +192,22 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		ours := m.sentBetween(now-m.length()-m.rtt, now) - inflight
 		m.others = max(0, m.limit-r-ours)
 	}
+	if m.kind == kindWindow && adm > m.rollAdm && r > m.left+inflight+2 && r >= m.limit/2 {
+		// The window came back before the reset the key knew of: that
+		// one was a reset already passed, known late (whole seconds are
+		// late by up to one). This answer's reset is the next.
+		m.resetAt, m.left, m.leftAdm, m.leftAt = 0, r, adm, now
+	}
 	switch {
 	case m.leftAt == 0,
 		m.kind == kindBucket && adm >= m.leftAdm,
-		m.kind != kindBucket && adm > m.rollAdm && r < m.left:
-		// The first reading; a bucket's latest; a window's lowest (a
-		// request sent before the reset says nothing of the window now).
+		m.kind != kindBucket && (adm > m.rollAdm || r >= m.limit/2) && r < m.left:
+		// The first reading; a bucket's latest; a window's lowest. A
+		// request sent before the reset says nothing of the window now,
+		// unless it reached the server after the reset: then it found
+		// the window nearly whole, and was counted in it. (A window not
+		// spent before its reset may look so too; the key then only
+		// sends less.)
 		m.left, m.leftAdm, m.leftAt = r, adm, now
 	}
 	if q.HasReset {
@@ -300,6 +310,10 @@ func (m *told) measure(now time.Duration, r, inflight int) {
 	case m.passed:
 	case back > noise && back <= noise+echo && m.kind != kindLog:
 		m.kind = kindLog // back before the reset, no more than a log would give
+	case m.kind == kindWindow:
+		// Told apart once: a span that crossed a reset the key placed
+		// late (resets in whole seconds are known to within a second)
+		// would look like a climb.
 	case back > noise+echo && !full && m.kind != kindLog:
 		m.kind = kindBucket // a climb, below the limit
 		m.rate = float64(back) / dt.Seconds()

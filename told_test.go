@@ -318,8 +318,8 @@ func TestTwoTransportsShareAQuotaByItsHeaders(t *testing.T) {
 		ideal time.Duration // of the two halves together, 2,000 requests
 		slack float64
 	}{
-		{"token-bucket/x-ratelimit", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}, false, 9900 * time.Millisecond, 1.15},
-		{"token-bucket/ietf", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}, true, 9900 * time.Millisecond, 1.15},
+		{"token-bucket/x-ratelimit", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}, false, 9900 * time.Millisecond, 1.25},
+		{"token-bucket/ietf", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}, true, 9900 * time.Millisecond, 1.25},
 		// Not yet: two transports on one fixed window or log of requests
 		// (see the README's "Not told the quota").
 	}
@@ -345,7 +345,9 @@ func TestTwoTransportsShareAQuotaByItsHeaders(t *testing.T) {
 				took, refused := time.Since(start), api.Stats().Total.Throttled
 				t.Logf("together took %v (ideal %v), %d refused", took, tt.ideal, refused)
 				// The first 32 requests go before either knows anything:
-				// a bucket of 20 refuses about 12 of them; after that, none.
+				// a bucket of 20 refuses about 12 of them, and their
+				// whole-second Retry-After costs about a second; after
+				// that, none.
 				assert.LessOrEqual(t, refused, int64(16), "0.8% of 2,000")
 				assert.LessOrEqual(t, took.Seconds(), tt.ideal.Seconds()*tt.slack, "within %v× the ideal of both jobs", tt.slack)
 			})
