@@ -73,6 +73,7 @@ const (
 	minReads    = 4                // a refill is measured over at least this many answers, and minSpan
 	coarseWait  = 2 * time.Second  // a reset this close, in whole seconds, may be late by up to a second
 	maxCounted  = 10000            // a quota of at most this many has our requests kept, to compare
+	minDepth    = 4                // a quota that holds fewer cannot show a reset apart from a refill
 	maxCounting = 10 * time.Second // and a window of at most this long, counted exactly
 )
 
@@ -173,7 +174,8 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		m.period = q.Window
 	}
 	m.measure(now, r, inflight)
-	if m.kind == kindUnknown && m.tested && accepted && adm > m.leftAdm && r+1 > m.left+inflight {
+	if m.kind == kindUnknown && m.tested && accepted && adm > m.leftAdm && r+1 > m.left+inflight &&
+		(m.depth < minDepth || r+inflight+2 < m.depth) { // back to full: a reset, perhaps
 		// The request that tried beyond the mirror was accepted: the
 		// quota gave back before its reset. No more than a log would
 		// have given back shows a log; more, a bucket.
@@ -192,11 +194,12 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		ours := m.sentBetween(now-m.length()-m.rtt, now) - inflight
 		m.others = max(0, m.limit-r-ours)
 	}
-	if m.kind == kindWindow && adm > m.rollAdm && r > m.left+inflight+2 && r >= m.limit/2 {
-		// The window came back before the reset the key knew of: that
-		// one was a reset already passed, known late (whole seconds are
-		// late by up to one). This answer's reset is the next.
-		m.resetAt, m.left, m.leftAdm, m.leftAt = 0, r, adm, now
+	if (m.kind == kindWindow || m.kind == kindUnknown) && m.leftAt != 0 && adm > m.rollAdm &&
+		r > m.left+inflight+2 && r+inflight+2 >= m.depth {
+		// The count came back before the reset the key knew of: that one
+		// was known late (whole seconds are late by up to one), and has
+		// passed. This answer's reset is the next.
+		m.resetAt, m.left, m.leftAdm, m.leftAt, m.tested = 0, r, adm, now, false
 	}
 	switch {
 	case m.leftAt == 0,
@@ -317,6 +320,11 @@ func (m *told) measure(now time.Duration, r, inflight int) {
 	case back > noise+echo && !full && m.kind != kindLog:
 		m.kind = kindBucket // a climb, below the limit
 		m.rate = float64(back) / dt.Seconds()
+	case back > noise+echo && m.kind == kindUnknown && m.depth >= minDepth && r+1 >= top && m.markRem+1 < top:
+		// Back to full in one span: a bucket that refilled, or a
+		// window's reset before the one the key knew of (resets in whole
+		// seconds are known to within one). Only what follows tells.
+		m.passed = true
 	case back > noise+echo && m.kind != kindLog:
 		m.kind = kindBucket // it gave back before the reset
 		m.rate = max(m.rate, float64(back)/dt.Seconds())

@@ -3,6 +3,7 @@ package throttle_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/stretchr/testify/require"
@@ -62,6 +63,10 @@ func TestPacesFromQuotaHeaders(t *testing.T) {
 		{"token-bucket/ietf/jitter", bucket, true, 5 * time.Millisecond, 9900 * time.Millisecond, 1.05},
 		{"sliding-log/x-ratelimit/jitter", log, false, 5 * time.Millisecond, 9 * time.Second, 1.2},
 		{"sliding-log/ietf/jitter", log, true, 5 * time.Millisecond, 9 * time.Second, 1.2},
+		// A job that starts 0.7 s into the server's one-second window:
+		// its first reset comes before the whole second its headers say.
+		{"fixed-window/x-ratelimit/late-start", window, false, 5 * time.Millisecond, 19 * time.Second, 1.05},
+		{"fixed-window/ietf/late-start", window, true, 5 * time.Millisecond, 19 * time.Second, 1.05},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,6 +74,9 @@ func TestPacesFromQuotaHeaders(t *testing.T) {
 				api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{tt.limit},
 					XRateLimit: !tt.ietf, IETF: tt.ietf, HeadersOnSuccess: true,
 					ArrivalJitter: tt.jitter, Latency: time.Millisecond, LatencyJitter: tt.jitter, Seed: 1})
+				if strings.HasSuffix(tt.name, "/late-start") {
+					time.Sleep(700 * time.Millisecond)
+				}
 				rt := throttle.New(api)
 				defer rt.Close()
 				took := job(t, rt, 2000)
