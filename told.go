@@ -2,7 +2,6 @@ package throttle
 
 import (
 	"math"
-	"sort"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -279,74 +278,6 @@ func (m *told) news() (kind string, r rate.Limit, changed bool) {
 	return kind, r, true
 }
 
-// measure learns from how Remaining moved since the mark: a climb shows a
-// bucket and its rate, a jump back to about the limit across the stated
-// reset, after a span that gave nothing back, shows a window.
-func (m *told) measure(now time.Duration, r, inflight int) {
-	if m.markAt == 0 {
-		m.markAt, m.markRem, m.markAcc, m.markOut = now, r, m.acc, inflight
-		return
-	}
-	m.reads++
-	dt := now - m.markAt
-	if dt < minSpan || m.reads < minReads {
-		return
-	}
-	// What the server gave back meanwhile: the climb, plus our requests it
-	// counted, within the requests on their way at either end, which it
-	// may have counted on either side.
-	back := r - m.markRem + int(m.acc-m.markAcc)
-	noise := m.markOut + inflight
-	// A full bucket loses what it would add: a span that ends or begins
-	// full shows a rate it bears at least; one full at both ends, a
-	// bucket that refills faster than the key takes from it.
-	// (Remaining is read after the answered request took its own.)
-	top := max(1, m.depth-m.depth/8)
-	full, fuller := m.markRem+1 >= top || r+1 >= top, m.markRem+1 >= top && r+1 >= top
-	echo := 0
-	if m.kind != kindBucket {
-		echo = m.echoes(m.markAt, now) // only more than a log gives back shows a bucket
-	}
-	switch {
-	case m.passed && m.still && back >= m.limit/2 && m.kind == kindUnknown:
-		m.kind = kindWindow // nothing back before the reset, everything at it
-	case m.passed:
-	case back > noise && back <= noise+echo && m.kind != kindLog:
-		m.kind = kindLog // back before the reset, no more than a log would give
-	case m.kind == kindWindow:
-		// Told apart once: a span that crossed a reset the key placed
-		// late (resets in whole seconds are known to within a second)
-		// would look like a climb.
-	case back > noise+echo && !full && m.kind != kindLog:
-		m.kind = kindBucket // a climb, below the limit
-		m.rate = float64(back) / dt.Seconds()
-	case back > noise+echo && m.kind == kindUnknown && m.depth >= minDepth && r+1 >= top && m.markRem+1 < top:
-		// Back to full in one span: a bucket that refilled, or a
-		// window's reset before the one the key knew of (resets in whole
-		// seconds are known to within one). Only what follows tells.
-		m.passed = true
-	case back > noise+echo && m.kind != kindLog:
-		m.kind = kindBucket // it gave back before the reset
-		m.rate = max(m.rate, float64(back)/dt.Seconds())
-		if fuller {
-			// Probing: quickly until the first refusal, then by a
-			// twentieth per quiet second.
-			switch {
-			case m.refusedAt == 0:
-				m.rate *= 1.25
-			case now-m.refusedAt >= time.Second && now-m.raisedAt >= time.Second:
-				m.rate *= 1.05
-				m.raisedAt = now
-			}
-		}
-	case m.kind == kindBucket && back <= 0:
-		m.rate = 0 // others spend all it adds
-	case back <= 0:
-		m.still = true
-	}
-	m.markAt, m.markRem, m.markAcc, m.markOut, m.reads, m.passed = now, r, m.acc, inflight, 0, false
-}
-
 // rollover begins the next window once the reset has passed.
 func (m *told) rollover(now time.Duration, admitted uint64) {
 	if m.kind == kindBucket || m.resetAt == 0 || now < m.resetAt {
@@ -376,69 +307,6 @@ func (m *told) tokens(now time.Duration, inflight int) float64 {
 		return m.exact(now) - float64(m.others)
 	}
 	return t - float64(inflight)
-}
-
-// length is the window length of a log of requests: the RateLimit-Policy w,
-// else the longest reset seen, in whole seconds; 0 if unknown.
-func (m *told) length() time.Duration {
-	if m.period > 0 {
-		return m.period
-	}
-	return m.longest
-}
-
-// sentBetween counts our admissions in (from, to].
-func (m *told) sentBetween(from, to time.Duration) int {
-	if to <= from {
-		return 0
-	}
-	after := func(t time.Duration) int {
-		return sort.Search(len(m.sends), func(i int) bool { return m.sends[i] > t })
-	}
-	return after(to) - after(from)
-}
-
-// echoes is the most a log of recent requests may have given back of
-// ours between from and to: what reached it a window's length before,
-// within a round trip.
-func (m *told) echoes(from, to time.Duration) int {
-	p := m.length()
-	if p <= 0 {
-		return 0
-	}
-	return m.sentBetween(from-p-m.rtt, to-p+m.rtt)
-}
-
-// exact is what a log of limit per window length surely holds at now: the
-// limit less our requests that may still count in it, having reached the
-// server up to a round trip after they were sent. Without a length, or
-// counts kept, it is the limit.
-func (m *told) exact(now time.Duration) float64 {
-	p := m.length()
-	if p <= 0 || p > maxCounting || m.limit > maxCounted {
-		return float64(m.limit)
-	}
-	return float64(m.limit - m.sentBetween(now-p-m.rtt, now))
-}
-
-// aged is when n more of our requests will have left a log of the window's
-// length.
-func (m *told) aged(now time.Duration, n float64) time.Duration {
-	p := m.length()
-	i := sort.Search(len(m.sends), func(i int) bool { return m.sends[i] > now-p-m.rtt })
-	if x := i + int(math.Ceil(n)) - 1; x >= 0 && x < len(m.sends) {
-		return max(now, m.sends[x]+p+m.rtt+1)
-	}
-	return now + max(p, time.Millisecond)
-}
-
-// refused forgets our admission at sent: the server refused it, so it
-// does not count in a log of the requests it accepted.
-func (m *told) refused(sent time.Duration) {
-	i := sort.Search(len(m.sends), func(i int) bool { return m.sends[i] >= sent })
-	if i < len(m.sends) && m.sends[i] == sent {
-		m.sends = append(m.sends[:i], m.sends[i+1:]...)
-	}
 }
 
 // lowerBound is the earliest time, from the epoch, the mirror could let go

@@ -1,0 +1,83 @@
+package throttle
+
+import "time"
+
+// This file tells the kind of the server's quota from how its headers move
+// (see told.go): a fixed window, a log of recent requests, or a bucket.
+
+// measure learns from how Remaining moved since the mark, at least minSpan
+// and minReads answers before:
+//
+//   - a jump back to about the limit across the stated reset, after a span
+//     that gave nothing back, shows a window;
+//   - a climb before the reset, no more than a log would have given back of
+//     ours, shows a log; more, a bucket, and its rate (a bucket full at
+//     both ends refills faster than the key takes: the rate is raised);
+//   - a climb back to full in one span shows nothing yet: a bucket that
+//     refilled, or a window's reset known late (whole seconds);
+//   - a bucket that gave nothing back is spent by others as fast as it
+//     refills.
+func (m *told) measure(now time.Duration, r, inflight int) {
+	if m.markAt == 0 {
+		m.markAt, m.markRem, m.markAcc, m.markOut = now, r, m.acc, inflight
+		return
+	}
+	m.reads++
+	dt := now - m.markAt
+	if dt < minSpan || m.reads < minReads {
+		return
+	}
+	// What the server gave back meanwhile: the climb, plus our requests it
+	// counted, within the requests on their way at either end, which it
+	// may have counted on either side.
+	back := r - m.markRem + int(m.acc-m.markAcc)
+	noise := m.markOut + inflight
+	// A full bucket loses what it would add: a span that ends or begins
+	// full shows a rate it bears at least; one full at both ends, a
+	// bucket that refills faster than the key takes from it.
+	// (Remaining is read after the answered request took its own.)
+	top := max(1, m.depth-m.depth/8)
+	full, fuller := m.markRem+1 >= top || r+1 >= top, m.markRem+1 >= top && r+1 >= top
+	echo := 0
+	if m.kind != kindBucket {
+		echo = m.echoes(m.markAt, now) // only more than a log gives back shows a bucket
+	}
+	switch {
+	case m.passed && m.still && back >= m.limit/2 && m.kind == kindUnknown:
+		m.kind = kindWindow // nothing back before the reset, everything at it
+	case m.passed:
+	case back > noise && back <= noise+echo && m.kind != kindLog:
+		m.kind = kindLog // back before the reset, no more than a log would give
+	case m.kind == kindWindow:
+		// Told apart once: a span that crossed a reset the key placed
+		// late (resets in whole seconds are known to within a second)
+		// would look like a climb.
+	case back > noise+echo && !full && m.kind != kindLog:
+		m.kind = kindBucket // a climb, below the limit
+		m.rate = float64(back) / dt.Seconds()
+	case back > noise+echo && m.kind == kindUnknown && m.depth >= minDepth && r+1 >= top && m.markRem+1 < top:
+		// Back to full in one span: a bucket that refilled, or a
+		// window's reset before the one the key knew of (resets in whole
+		// seconds are known to within one). Only what follows tells.
+		m.passed = true
+	case back > noise+echo && m.kind != kindLog:
+		m.kind = kindBucket // it gave back before the reset
+		m.rate = max(m.rate, float64(back)/dt.Seconds())
+		if fuller {
+			// Probing: quickly until the first refusal, then by a
+			// twentieth per quiet second.
+			switch {
+			case m.refusedAt == 0:
+				m.rate *= 1.25
+			case now-m.refusedAt >= time.Second && now-m.raisedAt >= time.Second:
+				m.rate *= 1.05
+				m.raisedAt = now
+			}
+		}
+	case m.kind == kindBucket && back <= 0:
+		m.rate = 0 // others spend all it adds
+	case back <= 0:
+		m.still = true
+	}
+	m.markAt, m.markRem, m.markAcc, m.markOut, m.reads, m.passed = now, r, m.acc, inflight, 0, false
+}
