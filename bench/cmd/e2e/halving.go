@@ -16,10 +16,10 @@ import (
 // serves, and needs none for this. The second bucket starts full, where a
 // bucket whose rate an operator changed would keep its level: its burst is
 // a gift the ideal time does not count (halvingIdeal), so a client may
-// finish up to burst / (rate/2) sooner (0.2 s for 200/s burst 20). Its
-// headers tell the new quota from its first answer on: X-RateLimit-Reset
-// and RateLimit's t grow with the slower refill, RateLimit-Policy's q
-// halves.
+// finish up to burst / (rate/2) sooner (0.2 s for 200/s burst 20). From
+// its first answer on, RateLimit-Policy's q halves; X-RateLimit-* and
+// RateLimit read as before (the depth, a reset rounded up to whole seconds),
+// and only how fast Remaining refills tells the change.
 
 // halved is the quota after its change: the same bucket at half the rate,
 // never changing again.
