@@ -133,7 +133,7 @@ func resendRow(base http.RoundTripper, _ quota) client {
 // retryableRow is go-retryablehttp with its defaults (logger silenced), its
 // HTTPClient on base; with limit, every attempt, retries included, first waits on
 // an x/time/rate limiter set to the quota, one per host, as each host has the
-// quota.
+// quota, and changed when the quota changes.
 func retryableRow(limit bool) func(http.RoundTripper, quota) client {
 	return func(base http.RoundTripper, q quota) client {
 		c := retryablehttp.NewClient()
@@ -162,18 +162,22 @@ func retryableRow(limit bool) func(http.RoundTripper, quota) client {
 }
 
 // limited waits on its host's limiter before every request it passes to base.
+// Told a quota whose rate halves, it halves its limiters' rate at the same
+// moment (halveIfDue).
 type limited struct {
-	base  http.RoundTripper
-	quota quota
+	base http.RoundTripper
 
-	mu   sync.Mutex
-	lims map[string]*rate.Limiter // by req.URL.Host, made at its first request
+	mu    sync.Mutex
+	quota quota                    // as told; halved once it has halved
+	lims  map[string]*rate.Limiter // by req.URL.Host, made at its first request
+	start time.Time                // the first request's, from which the quota's change is counted
 }
 
-// limiter returns host's limiter.
-func (l *limited) limiter(host string) *rate.Limiter {
+// limiter returns host's limiter at now.
+func (l *limited) limiter(host string, now time.Time) *rate.Limiter {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.halveIfDue(now)
 	lim := l.lims[host]
 	if lim == nil {
 		lim = l.quota.limiter()
@@ -183,7 +187,7 @@ func (l *limited) limiter(host string) *rate.Limiter {
 }
 
 func (l *limited) RoundTrip(req *http.Request) (*http.Response, error) {
-	if err := l.limiter(req.URL.Host).Wait(req.Context()); err != nil {
+	if err := l.limiter(req.URL.Host, time.Now()).Wait(req.Context()); err != nil {
 		if req.Body != nil {
 			req.Body.Close()
 		}

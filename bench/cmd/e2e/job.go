@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/throttlehttp/throttle/throttletest"
 )
 
 // recordTimeout bounds one record, all its attempts and waits included.
@@ -38,6 +37,9 @@ type result struct {
 	FirstError  string        `json:"first_error,omitempty"`
 	// Pauses is how many times a throttle.Transport paused the key; -1 for peers.
 	Pauses int64 `json:"pauses"`
+	// ProcessWalls is when each process finished its part, from the start of
+	// the run, where several share the key.
+	ProcessWalls []time.Duration `json:"process_walls_ns,omitempty"`
 	// ThrottledAt is when the client got each 429, from the start of the run
 	// (at most maxThrottledAt of them).
 	ThrottledAt []time.Duration `json:"throttled_at_ns,omitempty"`
@@ -58,19 +60,22 @@ func (r result) overIdeal() float64 {
 // run does the uploader's job with one row's client against fresh servers of
 // the scenario (one per host), whose noise is drawn from seed: records PUTs,
 // each its own record, by workers goroutines, record i to host i mod hosts.
-// Each record has recordTimeout; the whole run has rowTimeout, after which the
-// records left fail at once.
+// Where several processes share the key, each has its own client and its
+// part of the records and of the workers (procs.go). Each record has
+// recordTimeout; the whole run has rowTimeout, after which the records left
+// fail at once.
 func run(sc scenario, rw row, records, workers int, rowTimeout time.Duration, seed int64) result {
-	srvs := make([]*throttletest.Server, sc.hostCount())
-	for h := range srvs {
-		// Host 0 draws from seed, as the one server of a single-host scenario.
-		srvs[h] = throttletest.NewServer(sc.config(records, seed+int64(h)<<32))
-		defer srvs[h].Close()
+	hosts := sc.startHosts(records, seed)
+	defer func() {
+		for _, h := range hosts {
+			h.stop()
+		}
+	}()
+	procs := make([]process, sc.procCount())
+	for p := range procs {
+		procs[p] = newProcess(rw, sc.told(records))
+		defer procs[p].tr.CloseIdleConnections()
 	}
-	tr := newTransport()
-	defer tr.CloseIdleConnections()
-	rec := &recorder{base: tr}
-	c := rw.make(rec, sc.quota)
 
 	body := func(i int) []byte {
 		return fmt.Appendf(nil, `{"id":%d,"name":"record %d","size":%d}`, i, i, i*7%1000)
@@ -92,65 +97,83 @@ func run(sc scenario, rw row, records, workers int, rowTimeout time.Duration, se
 		firstErr.Do(func() { res.FirstError = msg })
 	}
 
-	next := make(chan int)
-	go func() {
-		defer close(next)
-		for i := range records {
-			next <- i
-		}
-	}()
 	rowCtx, cancelRow := context.WithTimeout(context.Background(), rowTimeout)
 	defer cancelRow()
-	var wg sync.WaitGroup
+	n := len(procs)
+	walls := make([]time.Duration, n)
+	var all sync.WaitGroup
 	start := time.Now()
-	rec.start = start
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				ctx, cancel := context.WithTimeout(rowCtx, recordTimeout)
-				status, err := c.send(ctx, fmt.Sprintf("%s/records/%d", srvs[i%len(srvs)].URL, i), body(i))
-				cancel()
-				switch {
-				case err != nil:
-					fail(err.Error())
-				case status != http.StatusOK:
-					fail(fmt.Sprintf("status %d", status))
-				default:
-					ok.Add(1)
-				}
+	for p := range procs {
+		procs[p].rec.start = start
+	}
+	for p, pr := range procs {
+		next := make(chan int)
+		go func() {
+			defer close(next)
+			for i := p; i < records; i += n {
+				next <- i
 			}
+		}()
+		var wg sync.WaitGroup
+		for range max(part(workers, n, p), 1) {
+			wg.Go(func() {
+				for i := range next {
+					ctx, cancel := context.WithTimeout(rowCtx, recordTimeout)
+					status, err := pr.c.send(ctx, fmt.Sprintf("%s/records/%d", hosts[i%len(hosts)].url, i), body(i))
+					cancel()
+					switch {
+					case err != nil:
+						fail(err.Error())
+					case status != http.StatusOK:
+						fail(fmt.Sprintf("status %d", status))
+					default:
+						ok.Add(1)
+					}
+				}
+			})
+		}
+		all.Go(func() {
+			wg.Wait()
+			walls[p] = time.Since(start)
 		})
 	}
-	wg.Wait()
+	all.Wait()
 	res.Wall = time.Since(start)
+	if n > 1 {
+		res.ProcessWalls = walls
+	}
 	res.Pauses = -1
-	if c.pauses != nil {
-		res.Pauses = c.pauses()
+	var at []time.Duration
+	for _, pr := range procs {
+		if pr.c.pauses != nil {
+			res.Pauses = max(res.Pauses, 0) + pr.c.pauses()
+		}
+		if pr.c.close != nil {
+			pr.c.close()
+		}
+		at = append(at, pr.rec.throttledAt()...)
 	}
-	if c.close != nil {
-		c.close()
-	}
-	at := rec.throttledAt()
+	slices.Sort(at)
 	res.ThrottledAt = at[:min(len(at), maxThrottledAt)]
 
-	total := sum(srvs)
+	total := sum(hosts)
 	res.OK, res.Failed = ok.Load(), failed.Load()
 	res.Sent, res.Throttled, res.Peak = total.Requests, total.Throttled, total.PeakPerSecond
 	res.Unavailable, res.Outage = total.Unavailable, total.Outage
 	return res
 }
 
-// sum adds up what the servers saw; its PeakPerSecond is the highest of any
-// one server, whose quota it is measured against.
-func sum(srvs []*throttletest.Server) throttletest.Counts {
-	var c throttletest.Counts
-	for _, srv := range srvs {
-		t := srv.API.Stats().Total
-		c.Requests += t.Requests
-		c.Throttled += t.Throttled
-		c.Unavailable += t.Unavailable
-		c.Outage += t.Outage
-		c.PeakPerSecond = max(c.PeakPerSecond, t.PeakPerSecond)
-	}
-	return c
+// A process is one row's client on its own transport, as one process of
+// the uploader would have.
+type process struct {
+	c   client
+	tr  *http.Transport
+	rec *recorder // between c and tr
+}
+
+// newProcess builds rw's client, told q, on a new transport.
+func newProcess(rw row, q quota) process {
+	tr := newTransport()
+	rec := &recorder{base: tr}
+	return process{c: rw.make(rec, q), tr: tr, rec: rec}
 }

@@ -111,10 +111,11 @@ func main() {
 			printTargets(os.Stdout, worst, quiet)
 		}
 		if len(noisy) > 0 {
-			printNoisyTargets(os.Stdout, byScenario, noisy)
+			printTargetTable(os.Stdout, "Targets of the noisy scenarios", 1, byScenario, noisy)
 		}
 		if len(untold) > 0 {
 			printUntoldSummary(os.Stdout, byScenario, untold)
+			printTargetTable(os.Stdout, "Targets of the untold scenarios", 7, byScenario, untold)
 		}
 		fmt.Printf("Total runtime: %s\n", secs(time.Since(start)))
 	}
@@ -139,6 +140,9 @@ func progress(sc scenario, r result) string {
 		line += fmt.Sprintf(", %d 503s, %d in outage, %.3f sent/record", r.Unavailable, r.Outage, r.sentPerRecord())
 	case untoldSet:
 		line += fmt.Sprintf(", %.3f sent/record", r.sentPerRecord())
+	}
+	if len(r.ProcessWalls) > 1 {
+		line += ", processes done at " + processWalls(r.ProcessWalls)
 	}
 	return line
 }

@@ -14,6 +14,7 @@ import (
 func TestIdeal(t *testing.T) {
 	bucket := quota{algo: throttletest.TokenBucket, rate: 200, burst: 10}
 	window := quota{algo: throttletest.SlidingLog, n: 200, per: time.Second}
+	halving := quota{algo: throttletest.TokenBucket, rate: 200, burst: 20, halveAfter: 5 * time.Second}
 	tests := []struct {
 		name    string
 		q       quota
@@ -27,6 +28,11 @@ func TestIdeal(t *testing.T) {
 		{"window, one window", window, 200, 0},
 		{"noisy bucket", quota{algo: throttletest.TokenBucket, rate: 100, burst: 5}, 2000, 19950 * time.Millisecond},
 		{"minute window", quota{algo: throttletest.SlidingLog, n: 1000, per: time.Minute}, 2000, time.Minute},
+		// 20 + 200·5 = 1,020 by 5 s; then 2,980 at 100/s.
+		{"halving after 5s", halving, 4000, 34800 * time.Millisecond},
+		{"halving after the last", halving, 1020, 5 * time.Second},
+		{"halving before the last", halving, 1021, 5010 * time.Millisecond},
+		{"halving, all in the burst", halving, 20, 0},
 	}
 	for _, tt := range tests {
 		if got := tt.q.ideal(tt.records); got != tt.want {
@@ -55,7 +61,7 @@ func TestPolicyScale(t *testing.T) {
 
 func TestPick(t *testing.T) {
 	for filter, want := range map[string]int{
-		"":             23,
+		"":             29,
 		"bucket,date":  4,
 		"seconds,date": 6, // the quiet six
 		"noisy":        5,
@@ -63,8 +69,11 @@ func TestPick(t *testing.T) {
 		"bucket":       2,
 		"fixed":        3,
 		"sliding":      2,
-		"untold":       12,
+		"untold":       18,
 		"untold-log":   3,
+		"halving":      3,
+		"2procs":       3,
+		"xrl":          6,
 	} {
 		if got := len(pickScenarios(filter)); got != want {
 			t.Errorf("%q: %d scenarios, want %d", filter, got, want)
@@ -226,9 +235,12 @@ func TestUntoldScenarios(t *testing.T) {
 			t.Errorf("%s: headers %v: %+v", sc.name, sc.headers, cfg)
 		}
 		forms[sc.headers]++
+		if len(sc.targets) == 0 {
+			t.Errorf("%s: no target", sc.name)
+		}
 	}
-	if forms[xRateLimit] != 4 || forms[ietfHeaders] != 4 || forms[noHeaders] != 4 {
-		t.Errorf("header forms %v, want 4 of each", forms)
+	if forms[xRateLimit] != 6 || forms[ietfHeaders] != 6 || forms[noHeaders] != 6 {
+		t.Errorf("header forms %v, want 6 of each", forms)
 	}
 	for _, sc := range scenarios() {
 		if sc.set != untoldSet && sc.config(2000, 0).HeadersOnSuccess {
@@ -260,8 +272,9 @@ func TestHosts(t *testing.T) {
 // The peer keeps a limiter per host: each host has the quota.
 func TestLimiterPerHost(t *testing.T) {
 	l := &limited{quota: quota{algo: throttletest.TokenBucket, rate: 200, burst: 20}, lims: map[string]*rate.Limiter{}}
-	a, b := l.limiter("127.0.0.1:1"), l.limiter("127.0.0.1:2")
-	if a == b || l.limiter("127.0.0.1:1") != a {
+	now := time.Now()
+	a, b := l.limiter("127.0.0.1:1", now), l.limiter("127.0.0.1:2", now)
+	if a == b || l.limiter("127.0.0.1:1", now) != a {
 		t.Error("want one limiter per host, kept")
 	}
 	if a.Burst() != 20 || a.Limit() != 200 {
@@ -290,5 +303,68 @@ func TestUntoldTables(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("summary:\n%s\nwant %q", b.String(), want)
 		}
+	}
+}
+
+// Issue 9's targets, on row 7 beside row 6.
+func TestUntoldTargets(t *testing.T) {
+	whats := func(name string) string {
+		var ws []string
+		for _, tg := range pickScenarios(name)[0].targets {
+			ws = append(ws, tg.what)
+		}
+		return strings.Join(ws, "; ")
+	}
+	for name, want := range map[string]string{
+		"untold-log-xrl":      "every record done; wall ≤ 1.05 × ideal; 429s ≤ 0.3% of requests",
+		"untold-window-ietf":  "every record done; wall ≤ 1.05 × ideal; 429s ≤ 0.3% of requests",
+		"untold-tokens-none":  "every record done; wall ≤ 1.15 × ideal; 429s ≤ 0.5% of requests",
+		"untold-halving-xrl":  "every record done; wall ≤ 1.1 × ideal",
+		"untold-halving-none": "every record done; wall ≤ 1.1 × ideal",
+		"untold-2procs-ietf":  "every record done; wall ≤ 1.1 × ideal; 429s ≤ 0.3% of requests",
+		"untold-2procs-none":  "every record done; wall ≤ 1.1 × ideal; 429s ≤ 0.5% of requests",
+	} {
+		if got := whats(name); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	sc := pickScenarios("untold-2procs-xrl")[0]
+	r7 := result{Row: 7, Records: 4000, Sent: 4010, Throttled: 10, Wall: 21 * time.Second, Ideal: 19900 * time.Millisecond}
+	r6 := result{Row: 6, Records: 4000, Sent: 4000, Wall: 20 * time.Second, Ideal: 19900 * time.Millisecond}
+	var b bytes.Buffer
+	printTargetTable(&b, "Targets of the untold scenarios", 7, map[string][]runs{sc.name: {{r7}, {r6}}}, []scenario{sc})
+	for _, want := range []string{
+		"| scenario | target | 7: throttle, no Policy | 6: go-retryablehttp + x/time/rate (peer) |",
+		"| untold-2procs-xrl | wall ≤ 1.1 × ideal | pass 1.055 × ideal | 1.005 × ideal |",
+		"| untold-2procs-xrl | 429s ≤ 0.3% of requests | pass 0.25% | 0.00% |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("targets:\n%s\nwant %q", b.String(), want)
+		}
+	}
+}
+
+// A table of two processes says how the job was split, and when each
+// finished; one of a quota that halves says when.
+func TestUntoldTableHeadings(t *testing.T) {
+	r := result{Row: 7, Client: "c", Records: 4000, Workers: 16, Ideal: 19900 * time.Millisecond, Pauses: 0,
+		ProcessWalls: []time.Duration{19 * time.Second, 20 * time.Second}}
+	var b bytes.Buffer
+	printTable(&b, pickScenarios("untold-2procs-none")[0], []result{r}, 3)
+	for _, want := range []string{
+		"### untold-2procs-none: token-bucket 200/s burst 20, shared by 2 processes on one key, Retry-After as seconds;",
+		"; 4000 records (2000 per process at most, with 8 of the 16 workers), ideal 19.90s; worst of 3 runs\n",
+		"- row 7: the processes finished at 19.00s and 20.00s\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table:\n%s\nwant %q", b.String(), want)
+		}
+	}
+	b.Reset()
+	r.Ideal, r.ProcessWalls = 29850*time.Millisecond, nil
+	printTable(&b, pickScenarios("untold-halving-ietf")[0], []result{r}, 3)
+	want := "### untold-halving-ietf: token-bucket 200/s burst 20, then 100/s from half its ideal, Retry-After as seconds;"
+	if s := b.String(); !strings.HasPrefix(s, want) || !strings.Contains(s, "; 4000 records, ideal 29.85s (the rate halves at 9.95s); worst of 3 runs\n") {
+		t.Errorf("table:\n%s\nwant it to start with %q and say when the rate halves", s, want)
 	}
 }

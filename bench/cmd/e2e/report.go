@@ -23,11 +23,18 @@ func printTable(w io.Writer, sc scenario, rs []result, n int) {
 	if sc.noise != (noise{}) {
 		fmt.Fprintf(w, "; noise: %s", sc.noise)
 	}
-	fmt.Fprintf(w, "; %d records", rs[0].Records)
+	records := rs[0].Records
+	fmt.Fprintf(w, "; %d records", records)
 	if h := sc.hostCount(); h > 1 {
-		fmt.Fprintf(w, " (%d per host at most)", (rs[0].Records+h-1)/h)
+		fmt.Fprintf(w, " (%d per host at most)", sc.perHost(records))
+	}
+	if n := sc.procCount(); n > 1 {
+		fmt.Fprintf(w, " (%d per process at most, with %d of the %d workers)", part(records, n, 0), part(rs[0].Workers, n, 0), rs[0].Workers)
 	}
 	fmt.Fprintf(w, ", ideal %s", secs(rs[0].Ideal))
+	if q := sc.quotaOf(records); q.halveAfter > 0 {
+		fmt.Fprintf(w, " (the rate halves at %s)", secs(q.halveAfter))
+	}
 	if n > 1 {
 		fmt.Fprintf(w, "; worst of %d runs", n)
 	}
@@ -65,6 +72,9 @@ func printTable(w io.Writer, sc scenario, rs []result, n int) {
 	for _, r := range rs {
 		if r.Pauses >= 0 && len(r.ThrottledAt) > 0 {
 			fmt.Fprintf(w, "- row %d: %s\n", r.Row, timeline(r.ThrottledAt, r.Throttled))
+		}
+		if len(r.ProcessWalls) > 1 {
+			fmt.Fprintf(w, "- row %d: the processes finished at %s\n", r.Row, processWalls(r.ProcessWalls))
 		}
 		if r.FirstError != "" {
 			fmt.Fprintf(w, "- row %d, first failure: %s\n", r.Row, r.FirstError)

@@ -19,6 +19,9 @@ type quota struct {
 	burst int     // token bucket: depth
 	n     int     // windows: requests per Per
 	per   time.Duration
+	// halveAfter > 0: a token bucket whose rate halves this long after the
+	// run's first request (halving.go); 0: the quota never changes.
+	halveAfter time.Duration
 }
 
 func (q quota) isBucket() bool { return q.algo == throttletest.TokenBucket }
@@ -67,8 +70,12 @@ func (q quota) limiter() *rate.Limiter {
 //   - a window of N per Per: N go at once, then N more each Per, so
 //     (ceil(records/N) - 1) * Per. A fixed window aligned to the clock may let a
 //     greedy client finish up to one Per sooner, depending on where in its
-//     window the run starts; the formula counts the sliding-log (worst) case.
+//     window the run starts; the formula counts the sliding-log (worst) case;
+//   - a token bucket whose rate halves: see halvingIdeal.
 func (q quota) ideal(records int) time.Duration {
+	if q.isBucket() && q.halveAfter > 0 {
+		return q.halvingIdeal(records)
+	}
 	if q.isBucket() {
 		d := float64(max(records-q.burst, 0)) / q.rate
 		return time.Duration(d * float64(time.Second))
@@ -89,8 +96,10 @@ type scenario struct {
 	noise   noise      // zero for the six quiet scenarios
 	headers headerForm // the quota headers on every answer; none for the quiet and noisy sets
 	hosts   int        // servers, each with the quota, the records spread over them in turn; 0 means 1
+	halves  bool       // the token bucket's rate halves at half the unchanged quota's ideal time (halving.go)
+	procs   int        // processes on one key, each its own client, sharing the job (procs.go); 0 means 1
 	rows    []int      // the rows run unless -rows says otherwise; nil: all
-	targets []target   // the noisy scenario's targets, checked on row 1 beside row 6
+	targets []target   // the targets, checked on row 1 (noisy) or row 7 (untold) beside row 6
 }
 
 // A set is a group of scenarios reported together.
@@ -129,26 +138,59 @@ func (s scenario) defaultRecords() int {
 // hostCount is the number of servers, at least 1.
 func (s scenario) hostCount() int { return max(s.hosts, 1) }
 
-// ideal is the shortest time in which the quota admits records requests,
-// spread over the hosts in turn: the host with the most records sets it.
-func (s scenario) ideal(records int) time.Duration {
+// perHost is the most records one host gets, the records dealt to the hosts
+// in turn.
+func (s scenario) perHost(records int) int {
 	n := s.hostCount()
-	return s.quota.ideal((records + n - 1) / n)
+	return (records + n - 1) / n
 }
 
-// quotaString describes the quota, and the hosts that each have one.
-func (s scenario) quotaString() string {
-	if s.hostCount() > 1 {
-		return fmt.Sprintf("%d hosts, each %s", s.hostCount(), s.quota)
+// quotaOf is the quota of a run of records requests: the scenario's, with the
+// time at which its rate halves, if it does (half the ideal time of the
+// unchanged quota, so that about half the records go at each rate).
+func (s scenario) quotaOf(records int) quota {
+	q := s.quota
+	if s.halves {
+		q.halveAfter = q.ideal(s.perHost(records)) / 2
 	}
-	return s.quota.String()
+	return q
+}
+
+// told is what a client told the quota is told in a run of records requests:
+// its process's share of the quota of the run (see procs.go).
+func (s scenario) told(records int) quota {
+	return s.quotaOf(records).share(s.procCount())
+}
+
+// ideal is the shortest time in which the quota admits records requests,
+// spread over the hosts in turn: the host with the most records sets it. The
+// processes that share one key share its quota: their ideal is the one of
+// their combined job.
+func (s scenario) ideal(records int) time.Duration {
+	return s.quotaOf(records).ideal(s.perHost(records))
+}
+
+// quotaString describes the quota, and the hosts that each have one, and the
+// processes that share it.
+func (s scenario) quotaString() string {
+	q := s.quota.String()
+	if s.halves {
+		q += fmt.Sprintf(", then %g/s from half its ideal", s.quota.rate/2)
+	}
+	if s.hostCount() > 1 {
+		q = fmt.Sprintf("%d hosts, each %s", s.hostCount(), q)
+	}
+	if s.procCount() > 1 {
+		q += fmt.Sprintf(", shared by %d processes on one key", s.procCount())
+	}
+	return q
 }
 
 // config is the server of one run of records requests (each host has one);
 // seed seeds its random draws (the noise), so each run of a row meets
 // different luck and the rows of one run the same.
 func (s scenario) config(records int, seed int64) throttletest.Config {
-	cfg := throttletest.Config{Limits: []throttletest.Limit{s.quota.limit()}, Seed: seed}
+	cfg := throttletest.Config{Limits: []throttletest.Limit{s.quotaOf(records).limit()}, Seed: seed}
 	if s.date {
 		cfg.RetryAfter = throttletest.RetryAfterDate
 	}

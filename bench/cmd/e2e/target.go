@@ -7,17 +7,18 @@ import (
 	"time"
 )
 
-// A target is one goal of a noisy scenario, checked on throttle at the quota
-// (row 1) beside the peer, go-retryablehttp + x/time/rate at the same quota
-// (row 6), measured in the same invocation. Both sides are judged by their worst
+// A target is one goal of a noisy or untold scenario, checked on throttle (row
+// 1, at the quota, in the noisy ones; row 7, told no Policy, in the untold
+// ones) beside the peer, go-retryablehttp + x/time/rate told the quota (row
+// 6), measured in the same invocation. Both sides are judged by their worst
 // run: a target holds only if it held in every run.
 type target struct {
 	what string
 	// value is one run's figure; larger is worse. NaN means the run cannot tell
 	// (a wall over an ideal time of zero).
 	value func(r result) float64
-	// limit is the most that row 1's worst value may be, given the peer's worst
-	// value (NaN when the peer did not run) and one of row 1's runs. NaN: the
+	// limit is the most that throttle's worst value may be, given the peer's worst
+	// value (NaN when the peer did not run) and one of throttle's runs. NaN: the
 	// target cannot be checked.
 	limit func(peer float64, r result) float64
 	// show formats a value.
@@ -118,7 +119,7 @@ func inOutagePerWorker(n int) target {
 	}
 }
 
-// check judges t on row 1's runs beside the peer's and returns the two cells.
+// check judges t on throttle's runs beside the peer's and returns the two cells.
 func (t target) check(self, peer runs) (selfCell, peerCell string) {
 	show := func(v float64) string {
 		if math.IsNaN(v) {
@@ -150,23 +151,37 @@ func (t target) check(self, peer runs) (selfCell, peerCell string) {
 	}
 }
 
-// printNoisyTargets writes, for each noisy scenario, one line per target: row 1
-// judged, row 6 beside it, each by the worst figure of its runs.
-func printNoisyTargets(w io.Writer, byScenario map[string][]runs, order []scenario) {
-	fmt.Fprintln(w, "### Targets of the noisy scenarios (the worst figure of the runs)")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| scenario | target | 1: throttle, at the quota | 6: go-retryablehttp + x/time/rate (peer) |")
+// printTargetTable writes, for each scenario, one line per target: row self
+// judged (1 in the noisy scenarios, 7 in the untold ones), row 6 (the peer)
+// beside it, each by the worst figure of its runs.
+func printTargetTable(w io.Writer, heading string, self int, byScenario map[string][]runs, order []scenario) {
+	fmt.Fprintf(w, "### %s (the worst figure of the runs)\n\n", heading)
+	fmt.Fprintf(w, "| scenario | target | %d: %s | %d: %s (peer) |\n", self, rowName(self), peerRow, rowName(peerRow))
 	fmt.Fprintln(w, "|---|---|---|---|")
 	for _, sc := range order {
 		rs := byScenario[sc.name]
 		if len(rs) == 0 {
 			continue
 		}
-		self, peer := rowRuns(rs, 1), rowRuns(rs, 6)
+		mine, peer := rowRuns(rs, self), rowRuns(rs, peerRow)
 		for _, t := range sc.targets {
-			s, p := t.check(self, peer)
+			s, p := t.check(mine, peer)
 			fmt.Fprintf(w, "| %s | %s | %s | %s |\n", sc.name, t.what, s, p)
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+// peerRow is the peer the targets' tables show beside throttle:
+// go-retryablehttp + x/time/rate, told the quota.
+const peerRow = 6
+
+// rowName is the name of row id.
+func rowName(id int) string {
+	for _, rw := range rows() {
+		if rw.id == id {
+			return rw.name
+		}
+	}
+	return fmt.Sprintf("row %d", id)
 }

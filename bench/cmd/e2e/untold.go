@@ -56,23 +56,29 @@ const untoldJitter = 2 * time.Millisecond
 // untoldScenarios are the scenarios in which throttle is told no Policy
 // (row 7) and can pace only from what the server's answers say, beside
 // go-retryablehttp + x/time/rate told the quota (row 6). Each quota comes
-// with the headers in either form, then without them. The names all start
-// with "untold", so -scenario untold picks exactly these; no other word of
-// theirs is in another scenario's name, so the filters of the other sets
-// pick what they did.
+// with the headers in either form, then without them: four steady quotas,
+// a token bucket whose rate halves mid-run (halving.go) and a token bucket
+// shared by two processes (procs.go). The names all start with "untold", so
+// -scenario untold picks exactly these; no other word of theirs is in
+// another scenario's name, so the filters of the other sets pick what they
+// did.
 func untoldScenarios() []scenario {
 	bucket := quota{algo: throttletest.TokenBucket, rate: 200, burst: 20}
 	fixed := quota{algo: throttletest.FixedWindow, n: 100, per: time.Second}
 	sliding := quota{algo: throttletest.SlidingLog, n: 200, per: time.Second}
 	quotas := []struct {
-		name  string
-		quota quota
-		hosts int
+		name   string
+		quota  quota
+		hosts  int
+		halves bool
+		procs  int
 	}{
-		{"tokens", bucket, 1},
-		{"window", fixed, 1},
-		{"log", sliding, 1},
-		{"4hosts", bucket, 4},
+		{name: "tokens", quota: bucket},
+		{name: "window", quota: fixed},
+		{name: "log", quota: sliding},
+		{name: "4hosts", quota: bucket, hosts: 4},
+		{name: "halving", quota: bucket, halves: true},
+		{name: "2procs", quota: bucket, procs: 2},
 	}
 	var out []scenario
 	for _, q := range quotas {
@@ -82,13 +88,36 @@ func untoldScenarios() []scenario {
 				set:     untoldSet,
 				quota:   q.quota,
 				hosts:   q.hosts,
+				halves:  q.halves,
+				procs:   q.procs,
 				headers: h,
 				noise:   noise{arrivalJitter: untoldJitter},
 				rows:    []int{7, 6},
+				targets: untoldTargets(h, q.halves, q.procs),
 			})
 		}
 	}
 	return out
+}
+
+// untoldTargets are issue 9's targets for throttle told no Policy, by the
+// quota headers and the quota: with headers, wall ≤ 1.05 × ideal and 429s ≤
+// 0.3 % of the requests; without, 1.15 × and 0.5 %; a quota whose rate
+// halves, 1.10 × the ideal of the changed quota; two processes, 1.10 × the
+// ideal of their combined job, and "under the quota together" read as the
+// 429s' share of the headers' form.
+func untoldTargets(h headerForm, halves bool, procs int) []target {
+	wall, share := 1.05, 0.003
+	if h == noHeaders {
+		wall, share = 1.15, 0.005
+	}
+	switch {
+	case halves:
+		return []target{everyRecord(), wallOverIdeal(1.10)}
+	case procs > 1:
+		return []target{everyRecord(), wallOverIdeal(1.10), throttledShare(share)}
+	}
+	return []target{everyRecord(), wallOverIdeal(wall), throttledShare(share)}
 }
 
 // throttledCell is a run's 429s, and their share of the requests.
