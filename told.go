@@ -121,6 +121,7 @@ type told struct {
 	raisedAt   time.Duration   // when probing last raised it
 	longest    time.Duration   // the longest reset seen: about a window's length
 	sends      []time.Duration // our admissions over the last window length, oldest first
+	answers    []time.Duration // our accepted answers over the last window length, oldest first
 	rtt        time.Duration   // about the longest a request takes to reach the server
 	others     int             // others' requests in the log at the last reading
 
@@ -149,6 +150,7 @@ type told struct {
 func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight int, accepted bool) {
 	if accepted {
 		m.acc++
+		m.accepted(now)
 	} else if m.kind == kindBucket && m.rate > 0 && adm > m.refusedAdm {
 		// Refused: the bucket refills slower than measured, or others
 		// spend more of it. Once per refusal episode, a fifth less, and a
@@ -304,7 +306,7 @@ func (m *told) tokens(now time.Duration, inflight int) float64 {
 	case kindBucket:
 		return m.bucket(now)
 	case kindLog:
-		return m.exact(now) - float64(m.others)
+		return m.exact(now, inflight) - float64(m.others)
 	}
 	return t - float64(inflight)
 }
@@ -337,8 +339,6 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight, ahead in
 		return now
 	case m.kind == kindLog:
 		return m.aged(now, need-t)
-	case m.kind == kindWindow && m.exact(now) < need && m.aged(now, need-t) < m.resetAt:
-		return m.aged(now, need-t)
 	case m.rate > 0:
 		return now + time.Duration(math.Ceil((need-t)/m.rate*1e9))
 	case m.resetAt > now && ahead == 0 && m.kind == kindUnknown && m.coarse && !m.tested &&
@@ -360,14 +360,7 @@ func (m *told) took(now time.Duration, inflight int) {
 	m.spread = now
 	m.sent++
 	if m.limit <= maxCounted && (m.kind != kindWindow || m.length() <= maxCounting) {
-		old := 0
-		for old < len(m.sends) && m.sends[old] <= now-m.length()-time.Second {
-			old++
-		}
-		if old > 0 && old >= len(m.sends)/2 {
-			m.sends = append(m.sends[:0], m.sends[old:]...)
-		}
-		m.sends = append(m.sends, now)
+		m.sends = append(keep(m.sends, now-m.length()-time.Second), now)
 	}
 	if m.tokens(now, inflight) < 1 {
 		m.tested = true

@@ -362,3 +362,30 @@ func TestTwoTransportsShareAQuotaByItsHeaders(t *testing.T) {
 		})
 	}
 }
+
+// A log of recent requests forgets each one a window's length after it
+// reached the server. When the way there stalls (here every request sent in
+// a fifth of a second waits 300 ms more), requests reach it late and are
+// forgotten late: the key counts each until a window's length after its
+// answer, which the server sent after counting it, so a stall draws no
+// refusal.
+func TestLogCountsFromAnswersThroughAStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
+			{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}}, IETF: true, HeadersOnSuccess: true,
+			ArrivalJitter: 2 * time.Millisecond, Latency: time.Millisecond, LatencyJitter: 2 * time.Millisecond, Seed: 1})
+		start := time.Now()
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			if d := time.Since(start); d >= 5*time.Second && d < 5200*time.Millisecond {
+				time.Sleep(300 * time.Millisecond)
+			}
+			return api.RoundTrip(r)
+		}))
+		defer rt.Close()
+		took := job(t, rt, 2000)
+		refused := api.Stats().Total.Throttled
+		t.Logf("took %v (ideal 9s), %d refused", took, refused)
+		assert.Zero(t, refused)
+		assert.LessOrEqual(t, took, 9*time.Second*120/100, "a refusal costs a whole second of Retry-After")
+	})
+}

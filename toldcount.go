@@ -43,27 +43,69 @@ func (m *told) echoes(from, to time.Duration) int {
 	return m.sentBetween(from-p-m.rtt, to-p+m.rtt)
 }
 
-// exact is what a log of limit per window length surely holds at now: the
-// limit less our requests that may still count in it, having reached the
-// server up to a round trip after they were sent. Without a length, or
-// counts kept, it is the limit.
-func (m *told) exact(now time.Duration) float64 {
+// exact is what a log of limit per window length surely holds at now, with
+// inflight of our requests on their way: the limit less those, and less
+// ours answered within a window's length. The server counted each before
+// it answered, so it has forgotten each by then, whatever the network and
+// the server's own delays. Without a length, or counts kept, it is the
+// limit.
+func (m *told) exact(now time.Duration, inflight int) float64 {
 	p := m.length()
 	if p <= 0 || p > maxCounting || m.limit > maxCounted {
 		return float64(m.limit)
 	}
-	return float64(m.limit - m.sentBetween(now-p-m.rtt, now))
+	return float64(m.limit - inflight - m.answeredBetween(now-p, now))
 }
 
-// aged is when n more of our requests will have left a log of the window's
-// length.
+// aged is when n more of our answered requests will have left a log of the
+// window's length.
 func (m *told) aged(now time.Duration, n float64) time.Duration {
 	p := m.length()
-	i := sort.Search(len(m.sends), func(i int) bool { return m.sends[i] > now-p-m.rtt })
-	if x := i + int(math.Ceil(n)) - 1; x >= 0 && x < len(m.sends) {
-		return max(now, m.sends[x]+p+m.rtt+1)
+	i := sort.Search(len(m.answers), func(i int) bool { return m.answers[i] > now-p })
+	if x := i + int(math.Ceil(n)) - 1; x >= 0 && x < len(m.answers) {
+		return max(now, m.answers[x]+p+1)
 	}
-	return now + max(p, time.Millisecond)
+	return now + max(p, time.Millisecond) // or when an answer comes
+}
+
+// answeredBetween counts our accepted answers in (from, to].
+func (m *told) answeredBetween(from, to time.Duration) int {
+	if to <= from {
+		return 0
+	}
+	after := func(t time.Duration) int {
+		return sort.Search(len(m.answers), func(i int) bool { return m.answers[i] > t })
+	}
+	return after(to) - after(from)
+}
+
+// accepted records an answer the server accepted, at now, for a log's
+// exact count.
+func (m *told) accepted(now time.Duration) {
+	if m.limit > maxCounted || m.length() > maxCounting {
+		return
+	}
+	m.answers = keep(m.answers, now-m.length()-time.Second)
+	i := len(m.answers)
+	for i > 0 && m.answers[i-1] > now {
+		i-- // answers are read in about the order they come
+	}
+	m.answers = append(m.answers, 0)
+	copy(m.answers[i+1:], m.answers[i:])
+	m.answers[i] = now
+}
+
+// keep drops the times at or before old from ts, sorted, when they are half
+// of it or more (so that each is moved about once).
+func keep(ts []time.Duration, old time.Duration) []time.Duration {
+	n := 0
+	for n < len(ts) && ts[n] <= old {
+		n++
+	}
+	if n > 0 && n >= len(ts)/2 {
+		ts = append(ts[:0], ts[n:]...)
+	}
+	return ts
 }
 
 // refused forgets our admission at sent: the server refused it, so it
