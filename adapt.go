@@ -52,14 +52,10 @@ import (
 // to. It climbs back by a twentieth of N per quiet 30 seconds: a window
 // counts over its whole length, so a quick climb would only collide again.
 //
-// A key with no pace at all that is throttled twice learns one: between two
-// throttled answers the server's bucket went from empty to empty, so the
-// requests it accepted in between, over that time, are a rate it can bear (a
-// lower bound: its bucket overflowed during the pause). From there the
-// learned pace doubles each quiet second until the server objects again,
-// then is cut to 0.8 per episode and raised by a twentieth per quiet 30
-// seconds, without a ceiling (rules 1 and 2 keep a configured rate; a
-// learned pace has none to keep).
+// These rules are for a configured pace (and the configured windows). A
+// key with no pace, no windows and no quota headers learns one from its
+// 429s instead, by the rules in learn.go; a key paced by the server's quota
+// headers follows them (told.go).
 const (
 	slowFactor     = 0.8              // a cut takes the pace to this share of itself
 	realCut        = 0.9              // a cut to this share or lower tests whether slowing down helps
@@ -76,10 +72,7 @@ const (
 	helpedShare    = 1.1              // a cut helped if the next episode came after more than this share of the answers before it
 	nearShare      = 0.5              // a window this full is near enough to its limit to be cut
 
-	growEvery   = time.Second     // a learned pace doubles after this long quiet
-	slowestRate = rate.Limit(0.1) // a learned pace never drops below this
-	fastestRate = rate.Limit(1e6) // nor grows above this
-	forgetAfter = time.Minute     // an adapted pace is kept this long after its last change
+	forgetAfter = time.Minute // an adapted pace is kept this long after its last change
 )
 
 // adaptation is a key's record of the server's objections, kept in its
@@ -101,12 +94,6 @@ type adaptation struct {
 	adjusted  time.Duration // when anything was last lowered or raised
 	calming   bool          // a cut began the pause in force: its end restarts the quiet spell
 	unhelped  uint8         // cuts in a row that did not help (0 or 1)
-
-	// For a key that learns its pace.
-	learned  bool          // lim was learned, not configured
-	growing  bool          // a learned pace still doubling
-	since    time.Duration // when the last pause began; longAgo before the first
-	accepted int           // answers that were not throttled since then
 }
 
 // longAgo is the time, from the epoch, of what never happened: any wait
@@ -115,7 +102,7 @@ const longAgo = time.Duration(math.MinInt64 / 2)
 
 func newAdaptation(ceil rate.Limit) adaptation {
 	return adaptation{ceil: ceil, episodeAt: longAgo, noiseEnd: longAgo,
-		quietAt: longAgo, ceilAt: longAgo, adjusted: longAgo, since: longAgo}
+		quietAt: longAgo, ceilAt: longAgo, adjusted: longAgo}
 }
 
 // evidence is what every key counts of its answers from the first, for the
@@ -138,11 +125,11 @@ func (e *evidence) answered(now time.Duration) {
 	e.spanOK++
 }
 
-// accept counts an answer the server accepted.
-func (ks *keyState) accept() {
+// accept counts an answer the server accepted, to the attempt tk.
+func (ks *keyState) accept(tk ticket) {
 	ks.ev.run++
-	if ks.tr != nil {
-		ks.tr.adapt.accepted++ // before the first pause, nobody reads it
+	if l := ks.learning(); l != nil && l.on {
+		l.accept(tk) // learn.go
 	}
 }
 
@@ -173,13 +160,14 @@ func (e *evidence) accepting(now time.Duration, p rate.Limit, burst int, admitte
 // from the epoch): once
 // per episode, it cuts the pace and the windows near their limit, or learns
 // a pace, as the rules above say.
-func (ks *keyState) slow(tk ticket, now time.Time, at time.Duration) {
+func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration) {
 	a, ev := &ks.troubled().adapt, &ks.ev
 	if tk.probe || tk.adm <= a.cutAdm {
 		return // the probe's pace is no pace; older attempts are the same episode
 	}
 	a.cutAdm = ks.admitted
-	run, recurring := ev.run, at-a.episodeAt < recurWithin
+	run, last := ev.run, a.episodeAt
+	recurring := at-last < recurWithin
 	ev.run, a.episodeAt = 0, at
 	from, testRun := a.testFrom, a.testRun
 	a.testFrom = 0
@@ -187,12 +175,16 @@ func (ks *keyState) slow(tk ticket, now time.Time, at time.Duration) {
 	if ks.lim != nil {
 		p = ks.lim.Limit()
 	}
-	if got, ok := ev.accepting(at, p, ks.pol.Burst, ks.admitted); ok && !a.learned && got < p*provenShare {
+	if ks.learned() {
+		ks.relearn(now, at, p, wait) // learn.go
+		return
+	}
+	if got, ok := ev.accepting(at, p, ks.pol.Burst, ks.admitted); ok && got < p*provenShare {
 		ks.setPace(now, at, got, max(got, ks.pol.Rate*slowestShare)) // 1: proven lower
 		return
 	}
 	switch {
-	case from == 0 || a.learned: // a learned pace has no configured rate to keep
+	case from == 0:
 	case p > from || float64(run) > helpedShare*float64(testRun):
 		a.unhelped = 0 // the cut helped
 	case a.unhelped < 1:
@@ -212,16 +204,7 @@ func (ks *keyState) slow(tk ticket, now time.Time, at time.Duration) {
 		// The server's count paces the key (told.go): its refusal cut
 		// the mirror's rate, if a bucket's.
 	case ks.lim == nil:
-		ks.learn(at)
-	case a.learned:
-		a.growing = false
-		to := p * slowFactor
-		if got, ok := ev.accepting(at, p, 1, ks.admitted); ok && got < p {
-			// Sent faster than the server took for a second or more: what
-			// it took is its quota, within the burst it had at the start.
-			to = max(to, got*recurShare)
-		}
-		ks.setPace(now, at, max(to, slowestRate), 0)
+		ks.startLearning(now, at, wait, run, last) // learn.go
 	case recurring: // 3
 		ks.setPace(now, at, p*slowFactor, p*recurShare)
 	default: // 4: isolated
@@ -231,43 +214,27 @@ func (ks *keyState) slow(tk ticket, now time.Time, at time.Duration) {
 		}
 		ks.setPace(now, at, to, 0)
 	}
-	if ks.lim != nil && ks.lim.Limit() <= p*realCut {
+	if ks.lim != nil && !ks.learned() && ks.lim.Limit() <= p*realCut {
 		a.testFrom, a.testRun = p, run
 		if a.unhelped == 0 {
 			a.origin = p
 		}
 	}
-	a.since, a.accepted = at, 0
 }
 
-// setPace cuts the pace to to, and the ceiling of a configured pace to ceil
-// if that is lower (0: the ceiling stays), within the floor; the quiet spell
-// and the count of accepted answers start again.
+// setPace cuts the configured pace to to, and its ceiling to ceil if that
+// is lower (0: the ceiling stays), within the floor; the quiet spell and the
+// count of accepted answers start again.
 func (ks *keyState) setPace(now time.Time, at time.Duration, to, ceil rate.Limit) {
 	a := &ks.troubled().adapt
-	if !a.learned {
-		floor := ks.pol.Rate * slowestShare
-		to = max(to, floor)
-		if ceil > 0 && ceil < a.ceil {
-			a.ceil, a.ceilAt = max(ceil, floor), at
-		}
+	floor := ks.pol.Rate * slowestShare
+	to = max(to, floor)
+	if ceil > 0 && ceil < a.ceil {
+		a.ceil, a.ceilAt = max(ceil, floor), at
 	}
 	ks.lim.SetLimitAt(now, to)
 	a.quietAt, a.adjusted, a.calming = at, at, true
 	ks.ev.restart(at, ks.admitted)
-}
-
-// learn gives an unpaced key without windows a pace, from the answers
-// accepted since its last pause; the first pause (the server's bucket was
-// full when we began) teaches nothing.
-func (ks *keyState) learn(now time.Duration) {
-	a := &ks.troubled().adapt
-	if len(ks.wins) > 0 || a.since == longAgo || a.accepted == 0 {
-		return
-	}
-	r := rate.Limit(float64(a.accepted) / (now - a.since).Seconds())
-	ks.lim = rate.NewLimiter(min(max(r, slowestRate), fastestRate), 1)
-	a.learned, a.growing = true, true
 }
 
 // cut lowers the window's n after a throttled answer to an attempt sent at
@@ -288,21 +255,12 @@ func (ks *keyState) climb(now time.Time, at time.Duration) {
 		return
 	}
 	a := &ks.tr.adapt
-	switch {
-	case ks.lim == nil, a.learned && ks.waiting == 0:
-	case a.growing:
-		if at-a.adjusted >= growEvery {
-			ks.lim.SetLimitAt(now, min(2*ks.lim.Limit(), fastestRate))
-			a.adjusted = at
-		}
-	case a.learned:
-		if at-a.adjusted >= ceilEvery {
-			ks.lim.SetLimitAt(now, min(ks.lim.Limit()*(1+ceilShare), fastestRate))
-			a.adjusted = at
-		}
+	if ks.learned() {
+		ks.climbLearned(now, at) // learn.go
+		return
 	}
 	ks.climbWindows(at)
-	if at-a.quietAt >= climbEvery && ks.lim != nil && !a.learned && ks.climbPace(now, at) {
+	if at-a.quietAt >= climbEvery && ks.lim != nil && ks.climbPace(now, at) {
 		a.quietAt, a.adjusted = at, at
 	}
 }
@@ -340,12 +298,9 @@ func (ks *keyState) keep(now time.Duration) bool {
 		return false // never refused: nothing adapted
 	}
 	a := &ks.tr.adapt
-	adapted := a.learned || ks.lim != nil && ks.lim.Limit() < ks.pol.Rate
+	adapted := ks.learned() || ks.lim != nil && ks.lim.Limit() < ks.pol.Rate
 	for i := range ks.wins {
 		adapted = adapted || ks.wins[i].n < ks.wins[i].N
 	}
 	return adapted && now-a.adjusted < forgetAfter
 }
-
-// learned reports whether the key's pace was learned, not configured.
-func (ks *keyState) learned() bool { return ks.tr != nil && ks.tr.adapt.learned }

@@ -29,8 +29,9 @@ const (
 	// measured, sent when first known and when it moves by a tenth),
 	// "quota headers: window" or "quota headers: log" (the server's count
 	// holds the key; Event.Rate is 0), or "learned from 429s" (a key with
-	// no Policy.Rate and no quota headers, refused twice; Event.Rate is the
-	// pace learned).
+	// no Policy.Rate and no quota headers that was refused; Event.Rate is
+	// the pace learned, sent when first learned and when it moves by a
+	// tenth).
 	EventPace
 )
 

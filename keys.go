@@ -63,10 +63,12 @@ type trouble struct {
 	x          *rare // what only a rare key needs
 }
 
-// rare is what a key rarely needs: an alias, the mirror of quota headers.
+// rare is what a key rarely needs: an alias, the mirror of quota headers,
+// a pace learned from 429s.
 type rare struct {
-	alias string // shown instead of key when key holds a credential (see shownKey)
-	told  told   // the server's count, from its quota headers (told.go), if told.on
+	alias string  // shown instead of key when key holds a credential (see shownKey)
+	told  told    // the server's count, from its quota headers (told.go), if told.on
+	learn learner // a pace learned from 429s alone (learn.go)
 }
 
 // mirror returns the key's mirror of the server's count, or nil.

@@ -117,7 +117,7 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	// ok: the server took the request (a 5xx says nothing about the pace).
 	ok := resp != nil && h.signal == signalNone && resp.StatusCode < http.StatusInternalServerError
 	failed := h.signal == signalUnavailable
-	outage := (resp != nil || failed) && ks.health.record(mono, failed, h.throttled())
+	outage := (resp != nil || failed) && ks.health.record(mono, failed, h.throttled() && !ks.stale(tk))
 	ks.count(resp, h)
 	if tk.probe {
 		ks.endProbe(tk, ok, now, at)
@@ -139,7 +139,7 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 		}
 	}
 	if ok {
-		ks.accept()
+		ks.accept(tk)
 		ks.climb(now, at)
 		if !tk.probe {
 			ks.widenRamp()
@@ -150,16 +150,9 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	}
 	switch {
 	case h.throttled():
-		learned := ks.learned()
-		ks.slow(tk, now, at)
 		pace, why := ls.pace, ls.paceWhy
-		if !ks.collision(h) {
-			ls = ks.pause(h, pause, now)
-		}
+		ls = ks.refused(tk, h, pause, now, at)
 		ls.pace, ls.paceWhy = pace, why
-		if !learned && ks.learned() {
-			ls.pace, ls.paceWhy = ks.lim.Limit(), "learned from 429s"
-		}
 	case failed && (outage || ks.health.outage):
 		// The key comes back when the server says; the failed request's own
 		// retry may wait longer (its backoff), and the next in line probes.
@@ -175,21 +168,44 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 		}
 		ls.outage = ks.health.outage
 	}
+	if r, moved := ks.paceNews(); moved {
+		ls.pace, ls.paceWhy = r, "learned from 429s"
+	}
 	if until := ks.pausedUntil(); until.After(now) {
 		ls.held = until
 	}
 	return ls
 }
 
+// refused reacts to a quota refusal of tk: the pace adapts, once per
+// episode (adapt.go, learn.go), and the key pauses for pause unless the
+// refusal is a collision its pace answers.
+func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Time, at time.Duration) lesson {
+	learned := ks.learned()
+	ks.slow(tk, now, at, pause)
+	if first := !learned && ks.learned(); !first && ks.collision(h) {
+		return lesson{} // a pace learned just now holds nothing yet: the first refusal pauses
+	}
+	ls := ks.pause(h, pause, now)
+	if learned && !ls.until.IsZero() {
+		ks.heldLearned(now, at) // learn.go
+	}
+	return ls
+}
+
 // collision reports whether a quota refusal is a collision, which the
 // key's pace answers, not a sign that the quota is spent, which pauses the
-// whole key. It is one when the key is paced by the server's count alone,
+// whole key. It is one when the server asks for a wait of a second or two at
+// most (a short wait rounded up to whole seconds), refusals are rare among
+// the key's recent answers, and the key is paced by a pace learned from
+// 429s (learn.go; the refusal has cut it) or by the server's count alone,
 // which the headers show to be a bucket (told.go; the refusal has cut its
-// rate), the server asks for a wait of a second or two at most (a short
-// wait rounded up to whole seconds), and refusals are rare among the key's
-// recent answers. A configured or learned pace
-// pauses the key on every refusal (adapt.go cuts it).
+// rate). A configured pace pauses the key on every refusal (adapt.go cuts
+// it).
 func (ks *keyState) collision(h hint) bool {
+	if ks.learned() {
+		return h.wait <= coarseWait && !ks.health.refusing()
+	}
 	m := ks.mirror()
 	switch {
 	case m == nil || ks.lim != nil || len(ks.wins) > 0:
@@ -324,6 +340,7 @@ func (ks *keyState) resume(now time.Time, at time.Duration) {
 	tr := ks.troubled() // it paused
 	ks.health.recovered()
 	ks.ev.restart(at, ks.admitted)
+	ks.resumeLearned(now, at)
 	if tr.adapt.calming {
 		tr.adapt.quietAt, tr.adapt.calming = at, false
 	}

@@ -453,3 +453,30 @@ type closeCounter struct {
 }
 
 func (c *closeCounter) Close() error { c.closed++; return nil }
+
+// A retry whose delay ran out before its wait began (here: an event
+// callback slower than the backoff) goes at once. It used to wait forever: a
+// negative wait meant "until woken", and nothing woke it.
+func TestRetryWhoseDelayAlreadyPassedGoesAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int64
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			if n.Add(1) == 1 {
+				return reply(r, http.StatusServiceUnavailable, "Retry-After", "0"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base,
+			throttle.WithRetry(throttle.Retry{InitialDelay: time.Millisecond, MaxDelay: time.Millisecond}),
+			throttle.WithEvents(func(e throttle.Event) {
+				if e.Kind == throttle.EventRetry {
+					time.Sleep(10 * time.Millisecond) // longer than the backoff
+				}
+			}))
+		defer rt.Close()
+		start := time.Now()
+		require.NoError(t, do(t, rt, "http://s.test/"))
+		assert.EqualValues(t, 2, n.Load())
+		assert.Equal(t, 10*time.Millisecond, time.Since(start))
+	})
+}

@@ -268,14 +268,15 @@ func (r *request) retrying(attempt int, resp *http.Response, err error, delay ti
 	r.t.emit(Event{Kind: EventRetry, Key: r.ks.name(), Attempt: attempt, Status: status(resp), Err: err, Delay: delay})
 }
 
-// backOff waits out the retry's delay here, unless the key's pause covers
-// it: then the retry waits at the key.
+// backOff waits out what is left of the retry's delay here, unless the key's
+// pause covers it: then the retry waits at the key.
 func (r *request) backOff(o outcome) error {
-	if o.held() || o.delay <= 0 {
-		return nil
+	left := time.Until(o.now.Add(o.delay))
+	if o.held() || left <= 0 {
+		return nil // (a negative wait would be one until woken: forever)
 	}
 	var timer *time.Timer
-	err := r.t.sleep(r.ctx, nil, time.Until(o.now.Add(o.delay)), &timer)
+	err := r.t.sleep(r.ctx, nil, left, &timer)
 	timer.Stop()
 	return err
 }

@@ -1,0 +1,350 @@
+package throttle
+
+import (
+	"math"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// This file holds the pace a key learns when nobody tells it the quota: no
+// Policy.Rate, no windows, no quota headers, only 429s and their
+// Retry-After (issue 9, points 3 and 4). The server's count — a bucket, a
+// window, a log of recent requests — is seen only through its refusals, and
+// the rules are the same for all three. A refusal is news only when it
+// answers an attempt sent at the pace in force: the refusals of attempts
+// sent before the last cut neither cut the pace again nor count below.
+//
+//  1. First guess. The key's first refusal pauses it for the Retry-After,
+//     as any unpaced key's, and gives it a pace: the answers the server
+//     accepted before, over the time from the first answer to the end of
+//     the pause (once the pause ends, with the answers that came during it).
+//     For a window or a log that is about the quota; for a bucket, its depth
+//     per Retry-After, far below its refill.
+//  2. Search. From there the pace doubles every 150 ms until a refusal, then
+//     searches between the last pace that held and the refused one, a step
+//     per Retry-After (within 75 ms and 1 s), until they are within a
+//     sixteenth: it cruises at the faster that held. A pace has held a whole
+//     test when twice that went by unrefused (a window counts over its whole
+//     length).
+//  3. Collisions. A refusal of a learned pace is a collision, not an order to
+//     stop: the refused request waits its own Retry-After, and the key goes
+//     on, cruising at 0.95 of its pace (searching, at the last pace that
+//     held). The answers accepted since the refusal before (with no pause
+//     between, the server's count was at its limit at both ends), over that
+//     time, are the rate the server took, exactly so if the key sent faster:
+//     counted over 20 answers or more, the pace goes no lower than that rate
+//     or 0.97 of itself, whichever is lower, and down to 0.97 of that rate
+//     when the server took less than 0.9 of what the key sent. A refusal
+//     before 20 answers came back accepted says the pace is far too fast:
+//     it goes to the rate accepted in between, within half and 0.95 of
+//     itself.
+//  4. Spent. Refusals that keep coming after a cut (3 of the key's last 20
+//     answers) or a wait over 2 s pause the whole key. When they came with
+//     nothing accepted between them (the server's count is held until it
+//     gives back, as a window's until its reset), the pace goes back to the
+//     fastest that held a whole test, but not below half of itself; far
+//     below what was refused, it probes again a test later, from a
+//     sixteenth.
+//  5. Probes. A cruising pace waits 4 quiet seconds after a cut, then probes
+//     upward by 1%, then 2%, 4%… up to 25% (up to doubling while below half
+//     the last pace refused), each step held a test; a
+//     sixteenth past the last pace refused it grows again as in rule 2: the
+//     quota grew, or another client of it left. A probe that ends in a pause
+//     doubles the wait before the next, up to a minute: each costs a whole
+//     Retry-After.
+//
+// Two transports that share a quota without knowing of each other each learn
+// a share of it: refusals fall on each in proportion to its pace and each
+// cut is in proportion to the pace, so the faster one is cut more; each
+// probes up again when the other leaves. (The shares converge slowly: the
+// cuts are few.)
+const (
+	growEvery   = 150 * time.Millisecond // a growing pace doubles after this long unrefused
+	bisectTol   = 1.0 / 16               // the search ends when what was refused is within this share of what held
+	longestTest = 2 * time.Second        // a whole test is twice the server's wait, at most this long
+	cutShare    = 0.95                   // a collision cuts the pace to this share of itself
+	quickShare  = 0.5                    // a refusal soon after another cuts it to this share at most
+	cruiseShare = 0.97                   // or to this share of what the server was measured to accept
+	provedShare = 0.9                    // when that is below this share of the pace since the last refusal
+	minCount    = 20                     // answers accepted between two refusals that make a measure
+	probeHold   = 4 * time.Second        // after a cut, the pace holds this long before probing
+	longestHold = time.Minute            // nor ever longer than this
+	probeFirst  = 0.01                   // a probe raises the pace by this share of itself, doubling each step
+	probeMost   = 0.25                   // up to this share
+
+	slowestRate = rate.Limit(0.1) // a learned pace never drops below this
+	fastestRate = rate.Limit(1e6) // nor grows above this; as hi: nothing refused yet
+)
+
+// learnMode is where a learned pace is in its search for the quota.
+type learnMode uint8
+
+const (
+	modeGrow   learnMode = iota // rule 2: doubling, to the first refusal
+	modeSearch                  // rule 2: between the fastest pace held and the slowest refused
+	modeCruise                  // rules 3 and 5: small cuts, slow probes
+)
+
+// learner is a key's record of what 429s taught it, kept in its rare needs:
+// its times are offsets from the transport's epoch.
+type learner struct {
+	on      bool // the key's pace is learned
+	edge    bool // since is a refusal (the server's count was at its limit), not a resume
+	refused bool // refused since the pace was last set (the same news only: others set it anew)
+	first   bool // the pace is the first guess, its pause not yet over
+	held    bool // refusals since the last real one were the same news: the count is held
+	mode    learnMode
+
+	step   float64    // the next probe's rise, a share of the pace
+	lo, hi rate.Limit // the pace to fall back to; the slowest refused (fastestRate: none)
+	tested rate.Limit // the fastest pace that held a whole test unrefused
+	low    rate.Limit // the pace when the count began
+	shown  rate.Limit // the pace last told in an EventPace
+
+	test  time.Duration // how long a pace must hold to count as held
+	hold  time.Duration // how long a cut pace waits before it probes
+	next  time.Duration // the pace may rise from then on
+	setAt time.Duration // when the pace was last set
+
+	cut      uint64        // attempts admitted up to this one were sent before the last cut
+	since    time.Duration // accepted answers are counted from here
+	accepted int           // answers accepted since then, to attempts sent after the cut
+	from     time.Duration // first: the first guess counts from here
+	firstN   int           // this many answers
+}
+
+// learning returns the key's learner, or nil if it has none.
+func (ks *keyState) learning() *learner {
+	if tr := ks.tr; tr != nil && tr.x != nil {
+		return &tr.x.learn
+	}
+	return nil
+}
+
+// learned reports whether the key's pace was learned, not configured.
+func (ks *keyState) learned() bool {
+	l := ks.learning()
+	return l != nil && l.on
+}
+
+// stale reports whether a refusal to tk is old news to a learned pace: the
+// attempt was sent before the pace was last cut.
+func (ks *keyState) stale(tk ticket) bool {
+	l := ks.learning()
+	return l != nil && l.on && tk.adm <= l.cut
+}
+
+// accepted counts an answer the server accepted to tk, for a key that
+// learns its pace.
+func (l *learner) accept(tk ticket) {
+	switch {
+	case l.first:
+		l.firstN++ // an answer to the burst that drew the first refusal
+	case tk.adm > l.cut:
+		l.accepted++
+	}
+}
+
+// testLength is how long a pace must hold to count as held, when the server
+// asks to wait for wait: twice that, within [growEvery, longestTest]. A
+// search step lasts half as long.
+func testLength(wait time.Duration) time.Duration {
+	return min(max(2*wait, growEvery), longestTest)
+}
+
+func clampRate(r rate.Limit) rate.Limit { return min(max(r, slowestRate), fastestRate) }
+
+// startLearning gives an unpaced key without windows, refused at at and
+// about to pause for wait, its first guess (rule 1): the run answers
+// accepted since the last refusal (at last), or since its first answer if
+// this is its first, over the time until the pause ends. A key refused at
+// once learns nothing yet.
+func (ks *keyState) startLearning(now time.Time, at, wait time.Duration, run int, last time.Duration) {
+	from := last
+	if from == longAgo {
+		from = ks.ev.spanAt
+	}
+	if len(ks.wins) > 0 || run == 0 || from == longAgo {
+		return
+	}
+	r := clampRate(rate.Limit(float64(run) / (at - from + wait).Seconds()))
+	ks.lim = rate.NewLimiter(r, 1)
+	ks.lim.AllowN(now, 1) // the server's count is at its limit: the next waits its turn
+	ks.rarely().learn = learner{on: true, edge: true, first: true, mode: modeGrow,
+		lo: r, hi: fastestRate, tested: r, low: r,
+		test: testLength(wait), hold: probeHold, next: at + wait, setAt: at,
+		cut: ks.admitted, since: at, from: from, firstN: run}
+	ks.troubled().adapt.adjusted = at
+}
+
+// resumeLearned begins a new count when the key resumes after a pause: the
+// server's count gave back what the pause let it. After the first pause,
+// the first guess takes in the answers that came during it.
+func (ks *keyState) resumeLearned(now time.Time, at time.Duration) {
+	l := ks.learning()
+	if l == nil || !l.on {
+		return
+	}
+	if l.first {
+		l.first = false
+		if r := clampRate(rate.Limit(float64(l.firstN) / (at - l.from).Seconds())); r > ks.lim.Limit() {
+			ks.lim.SetLimitAt(now, r)
+			l.lo, l.tested = r, r
+		}
+	}
+	l.since, l.edge, l.accepted, l.low = at, false, 0, ks.lim.Limit()
+	l.next = max(l.next, at+growEvery)
+}
+
+// measured is the rate the server accepted since the count began, and
+// whether it tells: counted from a refusal, over at least minCount answers.
+// It is a lower bound of the quota (what the server's count would have given
+// while the key sent slower is lost), exact when the key sent faster.
+func (l *learner) measured(at time.Duration) (rate.Limit, bool) {
+	if !l.edge || l.accepted < minCount || at <= l.since {
+		return 0, false
+	}
+	return rate.Limit(float64(l.accepted) / (at - l.since).Seconds()), true
+}
+
+// relearn reacts to a refusal of a learned pace p at now (at from the
+// epoch), to an attempt sent at that pace; the server asks for wait (rule 3).
+func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait time.Duration) {
+	l := ks.learning()
+	l.test = testLength(wait)
+	if l.edge && l.accepted == 0 {
+		// Nothing accepted since the last refusal: the server's count
+		// gave nothing back, the same news. Refusals that keep coming so
+		// pause the key (rule 4).
+		l.held, l.refused = true, true
+		return
+	}
+	m, ok := l.measured(at)
+	quick := l.edge && l.accepted < minCount
+	switch {
+	case quick:
+		short := rate.Limit(float64(l.accepted) / (at - l.since).Seconds())
+		l.lo = min(l.lo, max(p*quickShare, min(short, p*cutShare)))
+	case ok && m < l.low*provedShare:
+		l.hi, l.lo = p, m*cruiseShare // sent faster than the server took: its rate
+	default:
+		l.hi, l.lo = p, min(l.lo, p*cutShare) // growing: the last step that held
+		if l.mode == modeCruise {
+			l.lo = p * cutShare
+		}
+		if ok {
+			l.lo = max(l.lo, min(m, p*cruiseShare))
+		}
+	}
+	if l.tested >= p {
+		l.tested = min(l.tested, l.lo) // what held once is refused now
+	}
+	switch {
+	case l.hi == fastestRate: // refused only in quick succession: still growing
+	case float64(l.hi) <= float64(l.lo)*(1+bisectTol), l.mode == modeCruise && !quick:
+		l.mode, l.step = modeCruise, probeFirst
+	default:
+		l.mode = modeSearch
+	}
+	l.held = false
+	ks.health.refused = 0 // the cut answers them: refusals dominate if they keep coming
+	ks.setLearned(now, at, l.lo, true)
+	l.cut, l.since, l.edge, l.accepted, l.low = ks.admitted, at, true, 0, l.lo
+	l.next = at + l.test/2
+	if l.mode == modeCruise {
+		l.next = at + l.hold
+	}
+}
+
+// heldLearned reacts to a pause of a learned key (rule 4): when the
+// refusals that began it were the same news, the pace goes back to the
+// fastest that held a whole test, not below half; a probe ended so waits
+// twice as long next time.
+func (ks *keyState) heldLearned(now time.Time, at time.Duration) {
+	l := ks.learning()
+	to := min(l.lo, ks.lim.Limit())
+	if l.held {
+		to = min(to, max(l.tested, to*quickShare))
+	}
+	l.lo = to
+	ks.setLearned(now, at, to, true)
+	if l.hi == fastestRate {
+		return
+	}
+	if float64(l.hi) > float64(to)*(1+bisectTol) {
+		l.mode, l.step, l.next = modeCruise, bisectTol, at+l.test // far below what was refused: probe soon
+		return
+	}
+	if l.mode == modeCruise {
+		l.hold = min(2*l.hold, longestHold)
+	}
+	l.mode, l.step, l.next = modeCruise, probeFirst, at+l.hold
+}
+
+// setLearned sets the learned pace to r at at; at a refusal (cut), the
+// server's count is at its limit, so the next request waits its turn.
+func (ks *keyState) setLearned(now time.Time, at time.Duration, r rate.Limit, cut bool) {
+	ks.lim.SetLimitAt(now, clampRate(r))
+	if cut && ks.lim.TokensAt(now) >= 1 {
+		ks.lim.AllowN(now, 1)
+	}
+	ks.troubled().adapt.adjusted = at
+	l := ks.learning()
+	l.setAt, l.refused = at, false
+}
+
+// climbLearned raises a learned pace when its time comes (rules 2 and 5),
+// called with each accepted answer, while the pace holds requests back
+// (otherwise raising it would prove nothing).
+func (ks *keyState) climbLearned(now time.Time, at time.Duration) {
+	l := ks.learning()
+	if ks.waiting == 0 || at < l.next {
+		return
+	}
+	p := ks.lim.Limit()
+	if !l.refused && at-l.setAt >= l.test {
+		l.tested = max(l.tested, p)
+	}
+	switch l.mode {
+	case modeGrow:
+		l.lo = p
+		ks.setLearned(now, at, 2*p, false)
+		l.next = at + growEvery
+	case modeSearch:
+		l.lo = max(l.lo, p)
+		if float64(l.hi) <= float64(l.lo)*(1+bisectTol) {
+			l.mode, l.step, l.next = modeCruise, probeFirst, at+l.hold
+			return
+		}
+		ks.setLearned(now, at, rate.Limit(math.Sqrt(float64(l.lo*l.hi))), false)
+		l.next = at + l.test/2
+	default:
+		l.lo = max(l.lo, p)
+		if p > l.hi*(1+bisectTol) { // past the last refusal: the quota grew, or its other client left
+			l.mode, l.hi, l.hold = modeGrow, fastestRate, probeHold
+		}
+		ks.setLearned(now, at, p*rate.Limit(1+l.step), false)
+		most := probeMost
+		if p*2 < l.hi {
+			most = 1 // far below what was refused: up to doubling
+		}
+		l.step = min(2*l.step, most)
+		l.next = at + l.test
+	}
+}
+
+// paceNews returns the learned pace and whether it moved by a tenth or more
+// since it was last told.
+func (ks *keyState) paceNews() (rate.Limit, bool) {
+	l := ks.learning()
+	if l == nil || !l.on {
+		return 0, false
+	}
+	r := ks.lim.Limit()
+	if l.shown > 0 && r > l.shown*0.9 && r < l.shown*1.1 {
+		return r, false
+	}
+	l.shown = r
+	return r, true
+}

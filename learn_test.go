@@ -1,0 +1,287 @@
+package throttle_test
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlehttp/throttle"
+	"github.com/throttlehttp/throttle/throttletest"
+)
+
+// Told nothing of the quota (no Policy, no quota headers), the transport
+// learns a pace from the 429s and their whole-second Retry-After alone, for
+// every kind of quota, and stays there: within 1.15× the ideal time and 0.5%
+// of requests refused (issue 9, point 3), with requests reaching the server
+// 0–2 ms late and answers 1–3 ms late.
+func TestLearnsTheQuotaFrom429sAlone(t *testing.T) {
+	tests := []struct {
+		name    string
+		limit   throttletest.Limit
+		quota   float64       // requests per second
+		ideal   time.Duration // for 4,000 requests
+		refused int64         // the most 429s
+	}{
+		{"token-bucket", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20},
+			200, 19900 * time.Millisecond, 20},
+		// A window refuses all until its reset, whatever the pace over it:
+		// each probe above its quota costs a few 429s (0.4-0.6%).
+		{"fixed-window", throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second},
+			100, 39 * time.Second, 25},
+		{"sliding-log", throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second},
+			200, 19 * time.Second, 20},
+	}
+	for _, tt := range tests {
+		for seed := range int64(3) {
+			t.Run(fmt.Sprint(tt.name, "/seed", seed), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{tt.limit},
+						ArrivalJitter: 2 * time.Millisecond, Latency: time.Millisecond,
+						LatencyJitter: 2 * time.Millisecond, Seed: seed})
+					rt := throttle.New(api)
+					defer rt.Close()
+					took := job(t, rt, 4000)
+					seen := api.Stats().Total
+					st := rt.Stats().Keys["api.test"]
+					t.Logf("took %v (%.2fx the ideal), %d refused, pace %.1f/s", took,
+						took.Seconds()/tt.ideal.Seconds(), seen.Throttled, float64(st.Rate))
+					assert.LessOrEqual(t, took.Seconds(), 1.15*tt.ideal.Seconds(), "within 1.15x the ideal")
+					assert.LessOrEqual(t, seen.Throttled, tt.refused)
+					assert.Equal(t, throttle.PaceLearned, st.PaceFrom)
+					assert.InEpsilon(t, tt.quota, float64(st.Rate), 0.15, "the pace learned is near the quota")
+				})
+			})
+		}
+	}
+}
+
+// A quota that halves mid-run (a token bucket from 200/s to 100/s after 3 s)
+// is followed within 1.10× the ideal of the changed quota: the refusals that
+// follow the change measure the new rate, and the learned pace goes there
+// (issue 9, point 3).
+func TestLearnedPaceFollowsAQuotaThatHalves(t *testing.T) {
+	for seed := range int64(3) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := func(rate float64) throttletest.Config {
+					return throttletest.Config{
+						Limits:        []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: rate, Burst: 20}},
+						ArrivalJitter: 2 * time.Millisecond, Latency: time.Millisecond,
+						LatencyJitter: 2 * time.Millisecond, Seed: seed}
+				}
+				before, after := throttletest.NewAPI(cfg(200)), throttletest.NewAPI(cfg(100))
+				start := time.Now()
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					if time.Since(start) >= 3*time.Second {
+						return after.RoundTrip(r)
+					}
+					return before.RoundTrip(r)
+				}))
+				defer rt.Close()
+				took := job(t, rt, 4000)
+				ideal := 3*time.Second + 3380*time.Second/100 // 620 at 200/s with the burst, then 100/s
+				refused := before.Stats().Total.Throttled + after.Stats().Total.Throttled
+				st := rt.Stats().Keys["api.test"]
+				t.Logf("took %v (%.2fx the ideal), %d refused, pace %.1f/s", took, took.Seconds()/ideal.Seconds(), refused, float64(st.Rate))
+				assert.LessOrEqual(t, took.Seconds(), 1.10*ideal.Seconds(), "within 1.10x the ideal of the changed quota")
+				assert.LessOrEqual(t, refused, int64(30), "under 0.75%")
+				assert.InEpsilon(t, 100, float64(st.Rate), 0.1, "the pace follows the quota down")
+			})
+		})
+	}
+}
+
+// Two transports (two processes: nothing shared) on one API key, neither
+// told of the other nor of the quota, each running half of a job with 8
+// workers: together they stay under the quota, with few 429s, use most of
+// it, and neither starves (issue 9, point 4). Their shares are not equal:
+// each is cut in proportion to its pace, on refusals that fall on it in
+// proportion to its pace, and with a refusal every few seconds that evens
+// out slowly; the one left alone at the end probes up to the whole quota.
+func TestTwoTransportsShareAQuotaUntold(t *testing.T) {
+	for seed := range int64(3) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(throttletest.Config{
+					Limits:        []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}},
+					ArrivalJitter: 2 * time.Millisecond, Latency: time.Millisecond,
+					LatencyJitter: 2 * time.Millisecond, Seed: seed})
+				rts := []*throttle.Transport{throttle.New(api), throttle.New(api)}
+				var took [2]time.Duration
+				var mid [2]int64 // attempts sent from 5 s to 10 s
+				var wg sync.WaitGroup
+				for i, rt := range rts {
+					defer rt.Close()
+					wg.Go(func() { took[i] = jobOf(t, rt, 2000, 8, fmt.Sprint(i)) })
+					wg.Go(func() {
+						time.Sleep(5 * time.Second)
+						a := rt.Stats().Total.Attempts
+						time.Sleep(5 * time.Second)
+						mid[i] = rt.Stats().Total.Attempts - a
+					})
+				}
+				wg.Wait()
+				total := max(took[0], took[1])
+				seen := api.Stats().Total
+				ideal := 19900 * time.Millisecond
+				t.Logf("took %v and %v (%.2fx the ideal of the whole job), %d refused, %d and %d sent from 5 s to 10 s",
+					took[0], took[1], total.Seconds()/ideal.Seconds(), seen.Throttled, mid[0], mid[1])
+				assert.EqualValues(t, 4000, seen.Accepted)
+				assert.LessOrEqual(t, seen.Throttled, int64(40), "at most 1% refused")
+				assert.LessOrEqual(t, seen.PeakPerSecond, int64(200+20), "together under the quota")
+				assert.GreaterOrEqual(t, mid[0]+mid[1], int64(0.85*5*200), "together they use most of it")
+				for i := range mid {
+					assert.GreaterOrEqual(t, mid[i], int64(0.1*5*200), "neither starves")
+				}
+				assert.LessOrEqual(t, total.Seconds(), 1.7*ideal.Seconds())
+			})
+		})
+	}
+}
+
+// jobOf uploads n records with workers workers through rt, the records named
+// after name, and returns how long it took.
+func jobOf(t *testing.T, rt http.RoundTripper, n, workers int, name string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				req := newReq(t, t.Context(), http.MethodPut, fmt.Sprint("http://api.test/records/", name, "-", i))
+				req.Header.Set("X-API-Key", "k")
+				resp, err := rt.RoundTrip(req)
+				if assert.NoError(t, err) {
+					assert.Equal(t, http.StatusOK, resp.StatusCode)
+					resp.Body.Close()
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return time.Since(start)
+}
+
+// What 429s taught the key is visible: its pace and where it comes from in
+// Stats, and an EventPace "learned from 429s" when first learned and when it
+// moves by a tenth (issue 9, point 5).
+func TestWhatThe429sTaughtIsVisible(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
+			{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}}, Latency: time.Millisecond})
+		var mu sync.Mutex
+		var paces []throttle.Event
+		rt := throttle.New(api, throttle.WithEvents(func(e throttle.Event) {
+			if e.Kind == throttle.EventPace {
+				mu.Lock()
+				paces = append(paces, e)
+				mu.Unlock()
+			}
+		}))
+		defer rt.Close()
+		job(t, rt, 2000)
+		st := rt.Stats().Keys["api.test"]
+		assert.Equal(t, throttle.PaceLearned, st.PaceFrom)
+		assert.Equal(t, "learned from 429s", st.PaceFrom.String())
+		assert.InEpsilon(t, 200, float64(st.Rate), 0.15)
+		assert.Equal(t, -1, st.Remaining, "no quota headers")
+		mu.Lock()
+		defer mu.Unlock()
+		require.NotEmpty(t, paces)
+		for _, e := range paces {
+			assert.Equal(t, "learned from 429s", e.Reason)
+			assert.Positive(t, e.Rate)
+		}
+		assert.Greater(t, len(paces), 2, "the pace is told as it moves")
+		last := paces[len(paces)-1].Rate
+		assert.InEpsilon(t, float64(st.Rate), float64(last), 0.1, "the last told is within a tenth of the pace")
+	})
+}
+
+// Once a pace is learned, an isolated 429 is a collision: the key does not
+// pause, the refused request alone waits its Retry-After, and the pace is
+// cut; a Retry-After longer than 2 s, or refusals that keep coming, pause
+// the whole key as before.
+func TestLearnedPaceTakesAnIsolated429AsACollision(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		refuse := map[string]string{} // path -> Retry-After of its first attempt
+		sent := map[string][]time.Duration{}
+		start := time.Now()
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(time.Millisecond)
+			mu.Lock()
+			defer mu.Unlock()
+			sent[r.URL.Path] = append(sent[r.URL.Path], time.Since(start))
+			if ra, ok := refuse[r.URL.Path]; ok && len(sent[r.URL.Path]) == 1 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", ra), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		get := func(path string) {
+			resp, err := rt.RoundTrip(newReq(t, t.Context(), http.MethodGet, "http://c.test"+path))
+			if assert.NoError(t, err) {
+				assert.Equal(t, http.StatusOK, resp.StatusCode)
+				resp.Body.Close()
+			}
+		}
+		// Ten accepted, then a refusal: the key pauses and learns a pace.
+		for i := range 10 {
+			get(fmt.Sprint("/a", i))
+		}
+		mu.Lock()
+		refuse["/first"] = "1"
+		mu.Unlock()
+		get("/first")
+		st := rt.Stats().Keys["c.test"]
+		require.Equal(t, throttle.PaceLearned, st.PaceFrom)
+		require.EqualValues(t, 1, st.Pauses)
+
+		// Requests at the learned pace, and one of them refused: no pause.
+		mu.Lock()
+		refuse["/b5"] = "1"
+		mu.Unlock()
+		pace := rt.Stats().Keys["c.test"].Rate
+		var wg sync.WaitGroup
+		for i := range 10 {
+			wg.Go(func() { get(fmt.Sprint("/b", i)) })
+			time.Sleep(time.Duration(float64(time.Second) / float64(pace)))
+		}
+		wg.Wait()
+		st = rt.Stats().Keys["c.test"]
+		assert.EqualValues(t, 1, st.Pauses, "a collision does not pause the key")
+		assert.EqualValues(t, 2, st.Throttled)
+		mu.Lock()
+		b5 := sent["/b5"]
+		var others []time.Duration
+		for i := 6; i < 10; i++ {
+			others = append(others, sent[fmt.Sprint("/b", i)]...)
+		}
+		mu.Unlock()
+		require.Len(t, b5, 2)
+		assert.GreaterOrEqual(t, b5[1]-b5[0], time.Second-time.Millisecond, "the refused request waits its Retry-After")
+		for _, at := range others {
+			assert.Less(t, at, b5[0]+time.Second, "the others went on")
+		}
+
+		// A long Retry-After says the quota is spent: the key pauses.
+		mu.Lock()
+		refuse["/long"] = "5"
+		mu.Unlock()
+		get("/long")
+		assert.EqualValues(t, 2, rt.Stats().Keys["c.test"].Pauses, "a wait over 2 s pauses the key")
+	})
+}
