@@ -307,6 +307,15 @@ func (m *told) tokens(now time.Duration, inflight int) float64 {
 		return m.bucket(now)
 	case kindLog:
 		return m.exact(now, inflight) - float64(m.others)
+	case kindWindow:
+		if m.period == 0 {
+			// A log sent all at once gives back all at once too, as a
+			// window at its reset, and X-RateLimit-Reset cannot tell
+			// them apart (RateLimit-Policy's w can: a log's t is when its
+			// oldest leaves): taken for a window, it must still hold no
+			// more than a log would.
+			return min(t-float64(inflight), m.exact(now, inflight))
+		}
 	}
 	return t - float64(inflight)
 }
@@ -339,6 +348,10 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight, ahead in
 		return now
 	case m.kind == kindLog:
 		return m.aged(now, need-t)
+	case m.kind == kindWindow && m.period == 0 && m.exact(now, inflight) < need && float64(m.left-inflight) >= need:
+		return m.aged(now, need-m.exact(now, inflight)) // what a log would hold binds
+	case m.kind == kindWindow && m.period == 0 && m.exact(now, inflight) < need && m.resetAt > now:
+		return max(m.resetAt, m.aged(now, need-m.exact(now, inflight)))
 	case m.rate > 0:
 		return now + time.Duration(math.Ceil((need-t)/m.rate*1e9))
 	case m.resetAt > now && ahead == 0 && m.kind == kindUnknown && m.coarse && !m.tested &&
