@@ -1,10 +1,7 @@
 package throttle_test
 
 import (
-	"context"
-	"fmt"
 	"net/http"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -21,30 +18,7 @@ import (
 // long it took.
 func job(t *testing.T, rt http.RoundTripper, n int) time.Duration {
 	t.Helper()
-	start := time.Now()
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				req := newReq(t, context.Background(), http.MethodPut, fmt.Sprint("http://api.test/records/", i))
-				req.Header.Set("X-API-Key", "k")
-				resp, err := rt.RoundTrip(req)
-				if assert.NoError(t, err) {
-					assert.Equal(t, http.StatusOK, resp.StatusCode)
-					resp.Body.Close()
-				}
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return time.Since(start)
+	return jobOf(t, rt, n, 16, "")
 }
 
 // quotaAPI is a 100/s token bucket, burst 10, that answers 429 with a

@@ -155,7 +155,11 @@ func jobOf(t *testing.T, rt http.RoundTripper, n, workers int, name string) time
 	for range workers {
 		wg.Go(func() {
 			for i := range next {
-				req := newReq(t, t.Context(), http.MethodPut, fmt.Sprint("http://api.test/records/", name, "-", i))
+				url := fmt.Sprint("http://api.test/records/", i)
+				if name != "" {
+					url = fmt.Sprint("http://api.test/records/", name, "-", i)
+				}
+				req := newReq(t, t.Context(), http.MethodPut, url)
 				req.Header.Set("X-API-Key", "k")
 				resp, err := rt.RoundTrip(req)
 				if assert.NoError(t, err) {
