@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/throttlehttp/throttle"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -100,3 +102,22 @@ func doCtx(t *testing.T, ctx context.Context, rt http.RoundTripper, url string) 
 
 // ms is a shorthand for durations in test tables.
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// paceLog returns an option that records the transport's EventPace events,
+// and a function that returns those recorded so far.
+func paceLog() (throttle.Option, func() []throttle.Event) {
+	var mu sync.Mutex
+	var paces []throttle.Event
+	opt := throttle.WithEvents(func(e throttle.Event) {
+		if e.Kind == throttle.EventPace {
+			mu.Lock()
+			paces = append(paces, e)
+			mu.Unlock()
+		}
+	})
+	return opt, func() []throttle.Event {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]throttle.Event(nil), paces...)
+	}
+}

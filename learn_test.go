@@ -184,15 +184,8 @@ func TestWhatThe429sTaughtIsVisible(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
 			{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}}, Latency: time.Millisecond})
-		var mu sync.Mutex
-		var paces []throttle.Event
-		rt := throttle.New(api, throttle.WithEvents(func(e throttle.Event) {
-			if e.Kind == throttle.EventPace {
-				mu.Lock()
-				paces = append(paces, e)
-				mu.Unlock()
-			}
-		}))
+		events, paceEvents := paceLog()
+		rt := throttle.New(api, events)
 		defer rt.Close()
 		job(t, rt, 2000)
 		st := rt.Stats().Keys["api.test"]
@@ -200,8 +193,7 @@ func TestWhatThe429sTaughtIsVisible(t *testing.T) {
 		assert.Equal(t, "learned from 429s", st.PaceFrom.String())
 		assert.InEpsilon(t, 200, float64(st.Rate), 0.15)
 		assert.Equal(t, -1, st.Remaining, "no quota headers")
-		mu.Lock()
-		defer mu.Unlock()
+		paces := paceEvents()
 		require.NotEmpty(t, paces)
 		for _, e := range paces {
 			assert.Equal(t, "learned from 429s", e.Reason)

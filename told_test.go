@@ -197,21 +197,15 @@ func TestWhatTheHeadersTaughtIsVisible(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
 			{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}}, XRateLimit: true, HeadersOnSuccess: true})
-		var mu sync.Mutex
-		var paces []throttle.Event
-		rt := throttle.New(latent(api, time.Millisecond), throttle.WithEvents(func(e throttle.Event) {
-			if e.Kind == throttle.EventPace {
-				mu.Lock()
-				paces = append(paces, e)
-				mu.Unlock()
-			}
-		}))
+		events, paceEvents := paceLog()
+		rt := throttle.New(latent(api, time.Millisecond), events)
 		defer rt.Close()
 		job(t, rt, 1000)
 		st := rt.Stats().Keys["api.test"]
 		assert.Equal(t, throttle.PaceHeaders, st.PaceFrom)
 		assert.InDelta(t, 200, float64(st.Rate), 20, "the bucket's refill, measured")
 		assert.GreaterOrEqual(t, st.Remaining, 0)
+		paces := paceEvents()
 		require.NotEmpty(t, paces)
 		last := paces[len(paces)-1]
 		assert.Equal(t, "quota headers: bucket", last.Reason)
