@@ -79,8 +79,10 @@ func interrupts(stderr io.Writer) (stop, abort context.Context, cancel func()) {
 				return
 			}
 			if n == 0 {
-				fmt.Fprintln(stderr, "\n"+name+": interrupted: finishing the records under way (Ctrl-C again to cancel them)")
+				// Stop first, then say so: a record handed over between
+				// the two would start after the message said none would.
 				cancelStop()
+				fmt.Fprintln(stderr, "\n"+name+": interrupted: finishing the records under way (Ctrl-C again to cancel them)")
 			} else {
 				cancelAbort()
 			}
