@@ -33,6 +33,11 @@ const (
 	// the pace learned, sent when first learned and when it moves by a
 	// tenth).
 	EventPace
+	// EventStore: the Store set by WithStore could not be reached, and
+	// booked departures alone (Event.Err says why; see redisstore's
+	// FailOpen), or, with Event.Err nil, it is shared again. Sent when
+	// this changes, not for every request.
+	EventStore
 )
 
 func (k EventKind) String() string {
@@ -47,6 +52,8 @@ func (k EventKind) String() string {
 		return "gave up"
 	case EventPace:
 		return "pace"
+	case EventStore:
+		return "store"
 	}
 	return "unknown"
 }

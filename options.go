@@ -21,6 +21,7 @@ type config struct {
 	key      func(*http.Request) string
 	retry    Retry
 	events   func(Event)
+	store    Store
 
 	given    map[string]bool // options applied, to find one given twice
 	problems []string        // what is wrong, for New to panic with

@@ -18,6 +18,8 @@ type waiter struct {
 	seq        uint64
 	wake       chan struct{} // buffered 1: "you are the head", or "the key changed"
 	prev, next *waiter
+	booked     bool      // the Store booked its departure (booking.go)
+	departAt   time.Time // when, if booked
 }
 
 // insert puts w in the line by arrival order and returns how many are
@@ -109,7 +111,7 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt
 
 	ks.mu.Lock()
 	now := time.Now()
-	if ks.head == nil && !t.closed.Load() {
+	if ks.head == nil && !t.closed.Load() && t.cfg.store == nil {
 		if at, _ := ks.readyAt(now, t.since(now)); !at.After(now) {
 			tk = ks.take(now, t.since(now), retry)
 			ks.mu.Unlock()
@@ -145,8 +147,20 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt
 		if ks.head == w {
 			mono := t.since(now)
 			at, h := ks.readyAt(now, mono)
+			if w.booked && w.departAt.After(at) {
+				at, h = w.departAt, holder{limit: LimitStore}
+			}
 			waitingFor = h
 			switch {
+			case !at.After(now) && ctx.Err() == nil && t.cfg.store != nil && !w.booked:
+				// Ready here: ask the Store when it may go (booking.go).
+				if werr := t.book(ctx, ks, w, deadline, hasDeadline, last, fail); werr != nil {
+					ks.remove(w)
+					ks.mu.Unlock()
+					return tk, werr
+				}
+				now = time.Now()
+				continue
 			case !at.After(now) && ctx.Err() == nil:
 				ks.remove(w)
 				tk = ks.take(now, mono, retry)

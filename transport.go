@@ -29,6 +29,7 @@ type Transport struct {
 	epoch time.Time // window logs count from here
 
 	seq       atomic.Uint64 // arrival order of requests
+	storeDown atomic.Bool   // the Store's last Reservation was a Fallback
 	closed    atomic.Bool
 	done      chan struct{}
 	closeOnce sync.Once
@@ -257,6 +258,9 @@ func (r *request) judge(tk ticket, attempt int, resp *http.Response, err error) 
 		r.t.emit(Event{Kind: EventPaused, Key: r.ks.name(), Attempt: attempt, Status: status(resp), Err: err,
 			Until: o.ls.until, Source: o.ls.source, Reason: reason})
 	}
+	if r.t.cfg.store != nil {
+		r.t.share(r.ctx, r.ks, o.ls, o.now)
+	}
 	return o
 }
 
@@ -397,7 +401,8 @@ func (r *request) count(err error) {
 	switch {
 	case errors.Is(err, ErrClosed):
 		ks.troubled().stats.RefusedClosed++
-	case errors.Is(err, ErrQueueFull), errors.Is(err, ErrWouldExceedDeadline), errors.Is(err, ErrPaused), errors.Is(err, ErrMaxElapsed):
+	case errors.Is(err, ErrQueueFull), errors.Is(err, ErrWouldExceedDeadline), errors.Is(err, ErrPaused),
+		errors.Is(err, ErrMaxElapsed), errors.Is(err, ErrStoreUnavailable):
 		// counted where refused
 	default:
 		ks.troubled().stats.Canceled++
