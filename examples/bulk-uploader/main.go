@@ -121,6 +121,9 @@ func (a *app) main(stop, abort context.Context, args []string) int {
 		a.fail(err)
 		return 2
 	}
+	if o.serve != "" {
+		return a.serve(stop, o.serve, o.asJSON)
+	}
 	recs, closeIn, err := a.records(o)
 	if err != nil {
 		a.fail(err)
