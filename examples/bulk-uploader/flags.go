@@ -30,7 +30,7 @@ const (
 type options struct {
 	n, workers, burst, queue int
 	in, method, journal      string
-	serve, redis             string // -serve ADDR, -redis ADDR
+	serve, redis             string   // -serve ADDR, -redis ADDR
 	target                   *url.URL // nil: the embedded demo API
 	apiKey                   string
 	rate                     float64
