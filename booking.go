@@ -13,6 +13,14 @@ import (
 // Store for its departure and waits for it there, in the line; what the key
 // learns that others must know (a pause, a cut pace) is told to the Store.
 
+// shares reports whether ks's quota is shared through the Store: with a
+// Store set, every key whose Policy paces (a Rate or Windows). An unpaced
+// key has nothing to share but its pauses, which are not worth a round
+// trip per request; it pauses alone, as without a Store.
+func (t *Transport) shares(ks *keyState) bool {
+	return t.cfg.store != nil && (ks.pol.paced() || len(ks.pol.Windows) > 0)
+}
+
 // book asks the Store for the departure of w, the head of ks's line, and
 // marks it booked. It is called with ks.mu held, which it lets go while it
 // asks; it returns the error to fail w with, if any (w is still in the

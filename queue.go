@@ -111,7 +111,7 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt
 
 	ks.mu.Lock()
 	now := time.Now()
-	if ks.head == nil && !t.closed.Load() && t.cfg.store == nil {
+	if ks.head == nil && !t.closed.Load() && !t.shares(ks) {
 		if at, _ := ks.readyAt(now, t.since(now)); !at.After(now) {
 			tk = ks.take(now, t.since(now), retry)
 			ks.mu.Unlock()
@@ -152,7 +152,7 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt
 			}
 			waitingFor = h
 			switch {
-			case !at.After(now) && ctx.Err() == nil && t.cfg.store != nil && !w.booked:
+			case !at.After(now) && ctx.Err() == nil && t.shares(ks) && !w.booked:
 				// Ready here: ask the Store when it may go (booking.go).
 				if werr := t.book(ctx, ks, w, deadline, hasDeadline, last, fail); werr != nil {
 					ks.remove(w)

@@ -81,8 +81,12 @@ var ErrStoreUnavailable = errors.New("throttle: store unavailable")
 // WithStore makes the Transport share its keys' quotas through s, with every
 // other Transport using the same Store (another process's, through Redis;
 // see package redisstore). Each key's Policy should be the same in every
-// Transport: the whole quota, not a share of it. nil, the default: each
-// Transport paces alone.
+// Transport: the whole quota, not a share of it. Keys whose Policy paces
+// (a Rate, or Windows) are shared; an unpaced key is not worth a round trip
+// per request, and pauses alone, as without a Store. What the server's
+// quota headers say is read by each Transport from its own answers (they
+// count every client's requests). nil, the default: each Transport paces
+// alone.
 func WithStore(s Store) Option {
 	return optionFunc(func(c *config) {
 		c.once("WithStore")

@@ -129,6 +129,9 @@ func TestStoreSharesPause(t *testing.T) {
 	})
 }
 
+// fast is a policy that holds nothing back here, but is shared.
+var fast = throttle.WithPolicy(throttle.Policy{Rate: 1e6, Burst: 1000})
+
 // fakeStore is a Store whose answers a test sets.
 type fakeStore struct {
 	mu      sync.Mutex
@@ -211,7 +214,7 @@ func TestStoreBookedWait(t *testing.T) {
 			return throttle.Reservation{Wait: time.Second, OK: true}, nil
 		}}
 		base := newRecorder()
-		rt := throttle.New(base, throttle.WithStore(store))
+		rt := throttle.New(base, throttle.WithStore(store), fast)
 		var wg sync.WaitGroup
 		for range 3 {
 			wg.Go(func() { assert.NoError(t, do(t, rt, "http://api.example/x")) })
@@ -231,7 +234,7 @@ func TestStoreFallbackEvents(t *testing.T) {
 		}}
 		var mu sync.Mutex
 		var events []throttle.Event
-		rt := throttle.New(newRecorder(), throttle.WithStore(store), throttle.WithEvents(func(e throttle.Event) {
+		rt := throttle.New(newRecorder(), throttle.WithStore(store), fast, throttle.WithEvents(func(e throttle.Event) {
 			mu.Lock()
 			events = append(events, e)
 			mu.Unlock()
@@ -256,7 +259,7 @@ func TestStoreFallbackEvents(t *testing.T) {
 func TestStorePanicLeavesKeyInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &fakeStore{reserve: func(time.Duration) (throttle.Reservation, error) { panic("store bug") }}
-		rt := throttle.New(newRecorder(), throttle.WithStore(store))
+		rt := throttle.New(newRecorder(), throttle.WithStore(store), fast)
 		assert.PanicsWithValue(t, "store bug", func() { _ = do(t, rt, "http://api.example/x") })
 		store.set(func(time.Duration) (throttle.Reservation, error) { return throttle.Reservation{OK: true}, nil })
 		assert.NoError(t, do(t, rt, "http://api.example/x"))
@@ -279,5 +282,23 @@ func TestStoreToldSlowdown(t *testing.T) {
 		require.Len(t, store.slowed, 1)
 		assert.Equal(t, 3*time.Second, store.slowed[0].Pause)
 		assert.Equal(t, rate.Limit(8), store.slowed[0].Pace)
+	})
+}
+
+// TestStoreUnpacedKeysPauseAlone: a key whose Policy paces nothing does not
+// ask the Store (a round trip per request for nothing to share).
+func TestStoreUnpacedKeysPauseAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var asked []string
+		store := &fakeStore{reserve: func(time.Duration) (throttle.Reservation, error) {
+			asked = append(asked, "asked")
+			return throttle.Reservation{OK: true}, nil
+		}}
+		rt := throttle.New(newRecorder(), throttle.WithStore(store),
+			throttle.WithHostPolicy("paced.example", throttle.Policy{Windows: []throttle.Window{{N: 100, Per: time.Second}}}))
+		require.NoError(t, do(t, rt, "http://unpaced.example/x"))
+		assert.Empty(t, asked, "an unpaced host")
+		require.NoError(t, do(t, rt, "http://paced.example/x"))
+		assert.Len(t, asked, 1, "a host with a window")
 	})
 }

@@ -258,7 +258,7 @@ func (r *request) judge(tk ticket, attempt int, resp *http.Response, err error) 
 		r.t.emit(Event{Kind: EventPaused, Key: r.ks.name(), Attempt: attempt, Status: status(resp), Err: err,
 			Until: o.ls.until, Source: o.ls.source, Reason: reason})
 	}
-	if r.t.cfg.store != nil {
+	if r.t.shares(r.ks) {
 		r.t.share(r.ctx, r.ks, o.ls, o.now)
 	}
 	return o
