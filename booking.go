@@ -35,8 +35,14 @@ func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline 
 	if !last.IsZero() {
 		maxWait = min(maxWait, last.Sub(now))
 	}
+	p := ks.pol.Policy
+	if p.Queue == 0 && ks.reserve > 1 {
+		// The tokens held back against the jitter this Transport sees
+		// (latency.go) are held back in the shared bucket too.
+		p.Burst = max(1, p.Burst-int(ks.reserve)+1)
+	}
 	ks.mu.Unlock()
-	res, err := t.reserve(ctx, ks, w, maxWait)
+	res, err := t.reserve(ctx, ks, w, p, maxWait)
 	now = time.Now()
 	if err == nil {
 		t.storeNews(ks, res.Fallback)
@@ -72,7 +78,7 @@ func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline 
 
 // reserve calls the Store. Should it panic, w leaves the line, so that the
 // key is not left without a head, before the panic goes on.
-func (t *Transport) reserve(ctx context.Context, ks *keyState, w *waiter, maxWait time.Duration) (Reservation, error) {
+func (t *Transport) reserve(ctx context.Context, ks *keyState, w *waiter, p Policy, maxWait time.Duration) (Reservation, error) {
 	defer func() {
 		if p := recover(); p != nil {
 			ks.mu.Lock()
@@ -81,7 +87,7 @@ func (t *Transport) reserve(ctx context.Context, ks *keyState, w *waiter, maxWai
 			panic(p)
 		}
 	}()
-	return t.cfg.store.Reserve(ctx, ks.key, ks.pol.Policy, maxWait)
+	return t.cfg.store.Reserve(ctx, ks.key, p, maxWait)
 }
 
 // storeNews sends EventStore when the Store goes from shared to alone, or

@@ -18,6 +18,10 @@ import (
 // [WithStore]. Without a Store each Transport paces alone, and four
 // processes each configured at the quota send four times too fast.
 //
+// A Transport passes its key's Policy, with Burst less the tokens it holds
+// back against the network's jitter as it sees it (see Policy.Burst), so the
+// shared bucket holds them back too.
+//
 // Each Transport keeps its own line per key (first come, first served,
 // deadlines, Close, MaxInFlight, what the server's headers say) exactly as
 // without a Store; the head of the line, once the Transport itself would let
