@@ -302,3 +302,41 @@ func TestStoreUnpacedKeysPauseAlone(t *testing.T) {
 		assert.Len(t, asked, 1, "a host with a window")
 	})
 }
+
+// TestStoreHoldsBackForJitter: the tokens a Transport holds back against the
+// jitter it sees are held back in the shared bucket too: it asks the Store
+// with a smaller Burst.
+func TestStoreHoldsBackForJitter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var bursts []int
+		store := &burstStore{seen: func(p throttle.Policy) { mu.Lock(); bursts = append(bursts, p.Burst); mu.Unlock() }}
+		n := 0
+		base := rtFunc(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			n++
+			d := time.Duration(n%2) * 20 * time.Millisecond // 0, 20 ms: jitter
+			mu.Unlock()
+			time.Sleep(d)
+			return reply(req, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithStore(store), throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 10}))
+		for range 20 {
+			require.NoError(t, do(t, rt, "http://api.example/x"))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, 10, bursts[0], "no jitter seen yet: one token held back, as the Store does itself")
+		assert.Less(t, bursts[len(bursts)-1], 10, "jitter seen: more held back")
+	})
+}
+
+// burstStore books at once and reports the Policy it was asked with.
+type burstStore struct{ seen func(throttle.Policy) }
+
+func (s *burstStore) Reserve(_ context.Context, _ string, p throttle.Policy, _ time.Duration) (throttle.Reservation, error) {
+	s.seen(p)
+	return throttle.Reservation{OK: true}, nil
+}
+
+func (s *burstStore) Slow(context.Context, string, throttle.Policy, throttle.Slowdown) error { return nil }
