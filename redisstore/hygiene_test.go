@@ -129,7 +129,7 @@ func TestKeySlot(t *testing.T) {
 	}{
 		{"foo", 12182},
 		{"somekey", 11058},
-		{"123456789", 12739},          // the specification's check value of CRC16: 0x31C3
+		{"123456789", 12739},           // the specification's check value of CRC16: 0x31C3
 		{"{user1000}.following", 3443}, // a hash tag: "user1000"
 		{"{user1000}.followers", 3443},
 		{"foo{}{bar}", 8363}, // an empty tag: the whole key
