@@ -44,17 +44,19 @@ func (h *health) ask(now time.Time) (ask bool, down error) {
 	return true, h.down
 }
 
-// answered records how Redis answered a call, err being the call's error;
-// down is what ask said. It returns nil when Redis answered, the context's
-// error when the caller gave up (which says nothing of Redis), or else an
-// error wrapping throttle.ErrStoreUnavailable that says why.
-func (h *health) answered(ctx context.Context, err, down error) error {
+// answered records how Redis answered a call bounded by timeout, err being
+// the call's error; down is what ask said. It returns nil when Redis
+// answered, the context's error when the caller gave up (which says nothing
+// of Redis), or else an error wrapping throttle.ErrStoreUnavailable that
+// says why.
+func (h *health) answered(ctx context.Context, err, down error, timeout time.Duration) error {
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
 		err = ctx.Err()
 	case errors.Is(err, context.DeadlineExceeded):
-		err = fmt.Errorf("%w: redisstore: Redis did not answer in time", throttle.ErrStoreUnavailable)
+		// not the caller's deadline: the error must not say it is
+		err = fmt.Errorf("%w: redisstore: no answer from Redis within %v", throttle.ErrStoreUnavailable, timeout)
 	default:
 		err = fmt.Errorf("%w: redisstore: %w", throttle.ErrStoreUnavailable, err)
 	}

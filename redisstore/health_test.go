@@ -46,11 +46,11 @@ func TestHealth(t *testing.T) {
 				continue
 			}
 			if ask {
-				_ = h.answered(ctx, s.answer, down)
+				_ = h.answered(ctx, s.answer, down, time.Second)
 			}
 		}
 		// The trial fails: alone for another second.
-		err := h.answered(ctx, gone, trial)
+		err := h.answered(ctx, gone, trial, time.Second)
 		if !errors.Is(err, throttle.ErrStoreUnavailable) || !errors.Is(err, gone) {
 			t.Fatalf("answered a failed trial: %v, want it wrapping ErrStoreUnavailable and the cause", err)
 		}
@@ -66,7 +66,7 @@ func TestHealth(t *testing.T) {
 		// next call may try at once.
 		canceled, cancel := context.WithCancel(ctx)
 		cancel()
-		if err := h.answered(canceled, context.Canceled, down); !errors.Is(err, context.Canceled) {
+		if err := h.answered(canceled, context.Canceled, down, time.Second); !errors.Is(err, context.Canceled) {
 			t.Fatalf("answered a canceled trial: %v, want context.Canceled", err)
 		}
 		ask, down = h.ask(time.Now())
@@ -74,7 +74,7 @@ func TestHealth(t *testing.T) {
 			t.Fatalf("after a canceled trial: ask %v, down %v; want another trial", ask, down)
 		}
 		// Redis answers the trial: every call asks it again.
-		if err := h.answered(ctx, nil, down); err != nil {
+		if err := h.answered(ctx, nil, down, time.Second); err != nil {
 			t.Fatal(err)
 		}
 		for range 3 {

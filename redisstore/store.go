@@ -37,8 +37,11 @@ var _ throttle.Store = (*Store)(nil)
 // New returns a Store that keeps its state in the Redis client talks to (a
 // client, a cluster client, a failover client...). Make the client with
 // Options.ContextTimeoutEnabled set, so that WithTimeout bounds each call
-// on the socket too. New panics on an option out of range.
+// on the socket too. New panics on a nil client or an option out of range.
 func New(client redis.UniversalClient, opts ...Option) *Store {
+	if client == nil {
+		panic("redisstore: New with a nil client")
+	}
 	cfg := defaults()
 	for _, o := range opts {
 		o.apply(&cfg)
@@ -56,7 +59,7 @@ func (s *Store) Reserve(ctx context.Context, key string, p throttle.Policy, maxW
 		return s.reserveAlone(ctx, key, p, maxWait, down)
 	}
 	res, err := s.reserve(ctx, key, p, maxWait)
-	if err = s.health.answered(ctx, err, down); err == nil || ctx.Err() != nil {
+	if err = s.health.answered(ctx, err, down, s.cfg.timeout); err == nil || ctx.Err() != nil {
 		return res, err
 	}
 	return s.reserveAlone(ctx, key, p, maxWait, err)
@@ -72,7 +75,7 @@ func (s *Store) Slow(ctx context.Context, key string, p throttle.Policy, sd thro
 		return s.slowAlone(ctx, key, p, sd, down)
 	}
 	err := s.slow(ctx, key, p, sd)
-	if err = s.health.answered(ctx, err, down); err == nil || ctx.Err() != nil {
+	if err = s.health.answered(ctx, err, down, s.cfg.timeout); err == nil || ctx.Err() != nil {
 		return err
 	}
 	return s.slowAlone(ctx, key, p, sd, err)

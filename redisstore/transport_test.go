@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/throttlehttp/throttle"
 	"github.com/throttlehttp/throttle/redisstore"
 	"github.com/throttlehttp/throttle/storetest"
@@ -84,5 +87,74 @@ func TestTransportsShareQuota(t *testing.T) {
 				t.Fatalf("%d requests within %v, more than %.1f (rate %d/s, burst %d)", j-i+1, sent[j].Sub(sent[i]), allowed, rate, burst)
 			}
 		}
+	}
+}
+
+// TestTransportWithoutRedis: through a Transport, a FailOpen Store that
+// finds no Redis sends the requests alone and says so once (EventStore,
+// with the cause); a FailClosed one fails them at once with
+// ErrStoreUnavailable. No Redis is needed: nothing listens at the address.
+func TestTransportWithoutRedis(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	base := rtFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: r}, nil
+	})
+	for _, tc := range []struct {
+		name       string
+		opt        redisstore.Option
+		wantErr    error // of each request
+		wantEvents int   // EventStore
+	}{
+		{"FailOpen", redisstore.FailOpen(0.5), nil, 1},
+		{"FailClosed", redisstore.FailClosed(), throttle.ErrStoreUnavailable, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = c.Close() })
+			var (
+				mu     sync.Mutex
+				events []throttle.Event
+			)
+			tr := throttle.New(base,
+				throttle.WithStore(redisstore.New(c, tc.opt)),
+				throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}),
+				throttle.WithEvents(func(e throttle.Event) {
+					if e.Kind == throttle.EventStore {
+						mu.Lock()
+						events = append(events, e)
+						mu.Unlock()
+					}
+				}))
+			t.Cleanup(func() { _ = tr.Close() })
+			start := time.Now()
+			for i := range 5 {
+				req, _ := http.NewRequest("GET", "http://api.test/items", nil)
+				resp, err := tr.RoundTrip(req)
+				if !errors.Is(err, tc.wantErr) || (tc.wantErr != nil) != (err != nil) {
+					t.Fatalf("request %d: %v, want %v", i, err, tc.wantErr)
+				}
+				if resp != nil {
+					_ = resp.Body.Close()
+				}
+			}
+			if took := time.Since(start); took > redisstore.DefaultTimeout+time.Second {
+				t.Errorf("5 requests took %v without Redis", took)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(events) != tc.wantEvents {
+				t.Fatalf("%d EventStore, want %d: %v", len(events), tc.wantEvents, events)
+			}
+			for _, e := range events {
+				if !errors.Is(e.Err, throttle.ErrStoreUnavailable) {
+					t.Errorf("EventStore with Err %v, want ErrStoreUnavailable", e.Err)
+				}
+			}
+		})
 	}
 }
