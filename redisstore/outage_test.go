@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os/exec"
 	"testing"
@@ -22,31 +23,51 @@ type server struct {
 	t    *testing.T
 	path string
 	addr string
+	args []string // more arguments of redis-server
 	cmd  *exec.Cmd
 }
 
 // startServer starts a redis-server on a free loopback port, without
-// persistence, and waits until it answers. It is killed when the test ends.
-func startServer(t *testing.T) *server {
+// persistence, with args, and waits until it answers. It is killed when the
+// test ends.
+func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	s := &server{t: t, path: redisServer(t), addr: addr}
+	s := &server{t: t, path: redisServer(t), addr: freeAddr(t), args: args}
 	s.start()
 	t.Cleanup(s.kill)
 	return s
+}
+
+// freeAddr returns a free loopback address whose port plus 10000 is free
+// too: a cluster node listens there for its peers.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if port+10000 > 65535 {
+			continue
+		}
+		if bus, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+10000)); err == nil {
+			_ = bus.Close()
+			return fmt.Sprintf("127.0.0.1:%d", port)
+		}
+	}
+	t.Fatal("no free loopback port p with p+10000 free")
+	return ""
 }
 
 // start starts the server (again), and waits until it answers PING.
 func (s *server) start() {
 	s.t.Helper()
 	_, port, _ := net.SplitHostPort(s.addr)
-	s.cmd = exec.Command(s.path, "--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning")
+	args := append([]string{"--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"}, s.args...)
+	s.cmd = exec.Command(s.path, args...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("redis-server: %v", err)
 	}
