@@ -80,10 +80,12 @@
 //
 // Each call has a timeout ([WithTimeout], 200 ms by default). A call that
 // fails or times out marks Redis out of reach: from then on the Store
-// does not ask it again but for one call about each second, one at a time,
-// so requests do not each pay a timeout while Redis is down; as soon as
-// such a trial is answered, every request shares through Redis again, by
-// itself. Meanwhile, each Reserve
+// asks it again with one call about each second, one at a time (that
+// call's request may wait up to the timeout), and the other requests do
+// not ask it at all, so they do not each pay a timeout while Redis is
+// down. As soon as such a trial is answered, every request shares through
+// Redis again, by itself. Meanwhile, each Reserve without an answer from
+// Redis
 //
 //   - under [FailOpen] (the default, at a quarter of the quota) books alone,
 //     in a [throttle.MemoryStore] of the Store's own, at its share of each
@@ -96,8 +98,9 @@
 //     it, and sends nothing.
 //
 // Either way no request hangs and none is lost: each gets a response or an
-// error that says why. The bookings made alone are forgotten when Redis
-// comes back; Redis's are kept across the outage only if it persists them.
+// error that says why. The bookings made alone never reach Redis: they do
+// not count once it is back. Redis's own are kept across a restart only if
+// it persists them.
 // A caller's context that ends during a call ends the call, and says
 // nothing about Redis.
 //
