@@ -177,6 +177,7 @@ func (a *app) upload(stop, abort context.Context, o options, recs []record, j *j
 	ep, closeEndpoint := a.endpoint(o)
 	defer closeEndpoint()
 	s.Target = ep.name
+	s.SharedVia = o.redis
 	c := newClient(o, ep.base, ep.url)
 	defer c.close()
 	if o.naive {

@@ -9,14 +9,19 @@ import (
 
 // summary is what the job did, as printed at the end (and with -json).
 type summary struct {
-	Client   string `json:"client"` // "throttle" or "naive"
-	Target   string `json:"target"`
-	Records  int    `json:"records"`
-	Uploaded int    `json:"uploaded"`
-	Failed   int    `json:"failed"`
-	NotSent  int    `json:"not_sent"`
-	Skipped  int    `json:"skipped,omitempty"` // uploaded before, per the journal
-	Journal  string `json:"journal,omitempty"`
+	Client string `json:"client"` // "throttle" or "naive"
+	Target string `json:"target"`
+	// SharedVia is the Redis the quota is shared through (-redis).
+	SharedVia string `json:"shared_via_redis,omitempty"`
+	// StoreAlone counts the times Redis stopped answering, and the
+	// uploader paced alone at a share of the quota.
+	StoreAlone int64  `json:"redis_unavailable,omitempty"`
+	Records    int    `json:"records"`
+	Uploaded   int    `json:"uploaded"`
+	Failed     int    `json:"failed"`
+	NotSent    int    `json:"not_sent"`
+	Skipped    int    `json:"skipped,omitempty"` // uploaded before, per the journal
+	Journal    string `json:"journal,omitempty"`
 	// JournalError is why the journal could not be written; the run
 	// stopped there.
 	JournalError string  `json:"journal_error,omitempty"`
@@ -80,6 +85,9 @@ func (s *summary) print(w io.Writer, asJSON bool) {
 		fmt.Fprintf(w, "  %-15s "+format+"\n", append([]any{label}, args...)...)
 	}
 	fmt.Fprintf(w, "\n%s upload to %s\n", s.Client, s.Target)
+	if s.SharedVia != "" {
+		p("quota", "shared through Redis at %s with the other uploaders; %d times Redis stopped answering (paced alone meanwhile)", s.SharedVia, s.StoreAlone)
+	}
 	p("records", "%d uploaded, %d failed, %d not sent", s.Uploaded, s.Failed, s.NotSent)
 	if s.Skipped > 0 {
 		p("skipped", "%d uploaded before (journal %s)", s.Skipped, s.Journal)
@@ -89,7 +97,11 @@ func (s *summary) print(w io.Writer, asJSON bool) {
 	p("retries", "%d", s.Retries)
 	p("time waiting", "%.2fs (summed over records: pacing and pauses)", s.WaitSecs)
 	if s.IdealSecs > 0 {
-		p("wall time", "%.2fs (ideal for the quota %.2fs: %.2f×)", s.WallSecs, s.IdealSecs, s.WallSecs/s.IdealSecs)
+		shared := ""
+		if s.SharedVia != "" {
+			shared = ", were its records alone"
+		}
+		p("wall time", "%.2fs (ideal for the quota%s %.2fs: %.2f×)", s.WallSecs, shared, s.IdealSecs, s.WallSecs/s.IdealSecs)
 	} else {
 		p("wall time", "%.2fs", s.WallSecs)
 	}
