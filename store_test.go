@@ -339,4 +339,6 @@ func (s *burstStore) Reserve(_ context.Context, _ string, p throttle.Policy, _ t
 	return throttle.Reservation{OK: true}, nil
 }
 
-func (s *burstStore) Slow(context.Context, string, throttle.Policy, throttle.Slowdown) error { return nil }
+func (s *burstStore) Slow(context.Context, string, throttle.Policy, throttle.Slowdown) error {
+	return nil
+}
