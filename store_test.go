@@ -342,3 +342,49 @@ func (s *burstStore) Reserve(_ context.Context, _ string, p throttle.Policy, _ t
 func (s *burstStore) Slow(context.Context, string, throttle.Policy, throttle.Slowdown) error {
 	return nil
 }
+
+// TestMemoryStoreChangesNothingAlone: one Transport with a MemoryStore of
+// its own sends exactly when it would without one, for every kind of
+// Policy: the Store's arithmetic and the Transport's own do not drift
+// apart.
+func TestMemoryStoreChangesNothingAlone(t *testing.T) {
+	tests := []struct {
+		name string
+		p    throttle.Policy
+	}{
+		{"bucket", throttle.Policy{Rate: 50, Burst: 10}},
+		{"bucket of 1", throttle.Policy{Rate: 50, Burst: 1}},
+		{"queue", throttle.Policy{Rate: 50, Queue: 100}},
+		{"window", throttle.Policy{Windows: []throttle.Window{{N: 20, Per: time.Second}}}},
+		{"bucket and windows", throttle.Policy{Rate: 50, Burst: 5,
+			Windows: []throttle.Window{{N: 30, Per: time.Second}, {N: 100, Per: 10 * time.Second}}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var runs [2][]time.Duration
+			for i, withStore := range []bool{false, true} {
+				synctest.Test(t, func(t *testing.T) {
+					base := newRecorder()
+					opts := []throttle.Option{throttle.WithPolicy(tc.p)}
+					if withStore {
+						opts = append(opts, throttle.WithStore(throttle.NewMemoryStore()))
+					}
+					rt := throttle.New(base, opts...)
+					defer rt.Close()
+					var wg sync.WaitGroup
+					for range 8 {
+						wg.Go(func() {
+							for range 25 {
+								assert.NoError(t, do(t, rt, "http://api.example/x"))
+							}
+						})
+					}
+					wg.Wait()
+					runs[i] = base.times()
+				})
+			}
+			require.Len(t, runs[1], 200)
+			assert.Equal(t, runs[0], runs[1])
+		})
+	}
+}
