@@ -44,9 +44,6 @@ func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline 
 	ks.mu.Unlock()
 	res, err := t.reserve(ctx, ks, w, p, maxWait)
 	now = time.Now()
-	if err == nil {
-		t.storeNews(ks, res.Fallback)
-	}
 	ks.mu.Lock()
 	held := holder{limit: LimitStore}
 	if res.Paused {
@@ -72,7 +69,7 @@ func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline 
 		ks.troubled().stats.RefusedDeadline++
 		return fail(held, until, ErrMaxElapsed)
 	}
-	w.booked, w.departAt = true, until
+	w.booked, w.departAt, w.alone = true, until, res.Fallback
 	return nil
 }
 
@@ -91,10 +88,11 @@ func (t *Transport) reserve(ctx context.Context, ks *keyState, w *waiter, p Poli
 }
 
 // storeNews sends EventStore when the Store goes from shared to alone, or
-// back.
-func (t *Transport) storeNews(ks *keyState, fallback error) {
-	if down := fallback != nil; t.storeDown.Load() != down && t.storeDown.Swap(down) != down {
-		t.emit(Event{Kind: EventStore, Key: ks.name(), Err: fallback})
+// back, as the booking of r's attempt shows.
+func (r *request) storeNews(tk ticket) {
+	t := r.t
+	if down := tk.alone != nil; t.storeDown.Load() != down && t.storeDown.Swap(down) != down && t.cfg.events != nil {
+		r.emit(Event{Kind: EventStore, Err: tk.alone})
 	}
 }
 

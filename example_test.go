@@ -74,7 +74,11 @@ func ExampleWithEvents() {
 		},
 	}))
 	rt := throttle.New(base, throttle.WithRetry(throttle.Retry{InitialDelay: time.Microsecond}),
-		throttle.WithEvents(func(e throttle.Event) { logger.Info("throttle", "event", e) }))
+		throttle.WithEvents(func(e throttle.Event) {
+			if e.Kind != throttle.EventWaited { // one per request in a paced job: counted, not logged
+				logger.Info("throttle", "event", e)
+			}
+		}))
 	defer rt.Close()
 	req, _ := http.NewRequest(http.MethodPut, "https://api.example.com/items/1", strings.NewReader("{}"))
 	resp, err := rt.RoundTrip(req)
@@ -85,9 +89,9 @@ func ExampleWithEvents() {
 	resp.Body.Close()
 	fmt.Println(resp.StatusCode)
 	// Output:
-	// level=INFO msg=throttle event.kind=throttled event.key=api.example.com event.attempt=1 event.status=429
-	// level=INFO msg=throttle event.kind=paused event.key=api.example.com event.attempt=1 event.status=429 event.source=Retry-After event.reason=quota
-	// level=INFO msg=throttle event.kind=retry event.key=api.example.com event.attempt=1 event.status=429
+	// level=INFO msg=throttle event.kind=throttled event.key=api.example.com event.method=PUT event.url=https://api.example.com/items/1 event.attempt=1 event.status=429
+	// level=INFO msg=throttle event.kind=paused event.key=api.example.com event.method=PUT event.url=https://api.example.com/items/1 event.attempt=1 event.status=429 event.source=Retry-After event.reason=quota
+	// level=INFO msg=throttle event.kind=retry event.key=api.example.com event.method=PUT event.url=https://api.example.com/items/1 event.attempt=1 event.status=429
 	// 200
 }
 

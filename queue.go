@@ -20,6 +20,7 @@ type waiter struct {
 	prev, next *waiter
 	booked     bool      // the Store booked its departure (booking.go)
 	departAt   time.Time // when, if booked
+	alone      error     // the Reservation's Fallback, if booked
 }
 
 // insert puts w in the line by arrival order and returns how many are
@@ -90,6 +91,9 @@ type ticket struct {
 	probe  bool          // the first attempt after a pause
 	slot   bool          // holds one of the key's MaxInFlight slots
 	waited time.Duration // time spent waiting for the turn
+	heldBy Limit         // what it waited for last, if it waited
+	asked  bool          // the Store booked its departure
+	alone  error         // then: the Store's Reservation.Fallback
 }
 
 // admit waits for an attempt's turn at the key: the pause, the pacer, every
@@ -150,7 +154,9 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt
 			if w.booked && w.departAt.After(at) {
 				at, h = w.departAt, holder{limit: LimitStore}
 			}
-			waitingFor = h
+			if h.limit != LimitNone {
+				waitingFor = h
+			}
 			switch {
 			case !at.After(now) && ctx.Err() == nil && t.shares(ks) && !w.booked:
 				// Ready here: ask the Store when it may go (booking.go).
@@ -165,7 +171,8 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt
 				ks.remove(w)
 				tk = ks.take(now, mono, retry)
 				ks.mu.Unlock()
-				tk.waited = now.Sub(start)
+				tk.waited, tk.heldBy = now.Sub(start), waitingFor.limit
+				tk.asked, tk.alone = w.booked, w.alone
 				return tk, nil
 			case !at.After(now): // its turn, but its context ended: take nothing
 				ks.remove(w)

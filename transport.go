@@ -145,6 +145,7 @@ type request struct {
 	start  time.Time
 	waited time.Duration
 	bo     *backoff.ExponentialBackOff // made at the first backoff
+	shown  string                      // the URL as events show it, once an event needs it
 }
 
 func (r *request) do() (*http.Response, error) {
@@ -177,7 +178,11 @@ func (r *request) do() (*http.Response, error) {
 		if err != nil {
 			closeBody(send)
 			r.count(err)
+			r.refused(attempt, err)
 			return nil, err
+		}
+		if r.t.cfg.events != nil {
+			r.admitted(attempt, tk)
 		}
 		resp, err := r.t.send(r.ks, tk, send)
 		inHand = resp
@@ -205,7 +210,9 @@ func (r *request) do() (*http.Response, error) {
 		if werr := r.backOff(o); werr != nil {
 			closeBody(send)
 			r.count(werr)
-			return nil, &WaitError{Key: r.ks.name(), Attempt: attempt + 1, Limit: LimitBackoff, Until: o.now.Add(o.delay), Err: werr}
+			err := &WaitError{Key: r.ks.name(), Attempt: attempt + 1, Limit: LimitBackoff, Until: o.now.Add(o.delay), Err: werr}
+			r.refused(attempt+1, err)
+			return nil, err
 		}
 	}
 }
@@ -244,19 +251,8 @@ func (r *request) judge(tk ticket, attempt int, resp *http.Response, err error) 
 	if tk.slot {
 		r.freeSlot(resp)
 	}
-	if o.h.throttled() {
-		r.t.emit(Event{Kind: EventThrottled, Key: r.ks.name(), Attempt: attempt, Status: resp.StatusCode})
-	}
-	if o.ls.paceWhy != "" {
-		r.t.emit(Event{Kind: EventPace, Key: r.ks.name(), Attempt: attempt, Status: status(resp), Rate: o.ls.pace, Reason: o.ls.paceWhy})
-	}
-	if !o.ls.until.IsZero() {
-		reason := "quota"
-		if o.ls.outage {
-			reason = "outage"
-		}
-		r.t.emit(Event{Kind: EventPaused, Key: r.ks.name(), Attempt: attempt, Status: status(resp), Err: err,
-			Until: o.ls.until, Source: o.ls.source, Reason: reason})
+	if r.t.cfg.events != nil {
+		r.told(attempt, resp, err, o)
 	}
 	if r.t.shares(r.ks) {
 		r.t.share(r.ctx, r.ks, o.ls, o.now)
@@ -269,7 +265,9 @@ func (r *request) retrying(attempt int, resp *http.Response, err error, delay ti
 	r.ks.mu.Lock()
 	r.ks.troubled().stats.Retries++
 	r.ks.mu.Unlock()
-	r.t.emit(Event{Kind: EventRetry, Key: r.ks.name(), Attempt: attempt, Status: status(resp), Err: err, Delay: delay})
+	if r.t.cfg.events != nil {
+		r.emit(Event{Kind: EventRetry, Attempt: attempt, Status: status(resp), Err: err, Delay: delay})
+	}
 }
 
 // backOff waits out what is left of the retry's delay here, unless the key's
@@ -390,7 +388,9 @@ func (r *request) gaveUp(attempt int, resp *http.Response, err error, why string
 	r.ks.mu.Lock()
 	r.ks.troubled().stats.GaveUp++
 	r.ks.mu.Unlock()
-	r.t.emit(Event{Kind: EventGaveUp, Key: r.ks.name(), Attempt: attempt, Status: status(resp), Err: err, Reason: why})
+	if r.t.cfg.events != nil {
+		r.emit(Event{Kind: EventGaveUp, Attempt: attempt, Status: status(resp), Err: err, Reason: why})
+	}
 }
 
 // count records why a request ended without being sent.
