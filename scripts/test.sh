@@ -78,7 +78,9 @@ echo "== go test -race"
 go test -race -count=1 ./...
 
 echo "== benchmarks, once each (so that one that no longer runs is found)"
-go test -run '^$' -bench . -benchtime 1x ./... >/dev/null
+if ! out=$(go test -run '^$' -bench . -benchtime 1x ./... 2>&1); then
+	echo "$out"; exit 1
+fi
 
 echo "== bench module (its own go.mod: the peers it measures stay out of ours)"
 (cd bench && go vet ./... && go test -count=1 ./...)
