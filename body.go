@@ -33,12 +33,15 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// slotBody gives back an in-flight slot when the caller closes the body or
-// reads it to its end, whichever comes first.
+// slotBody gives back an in-flight slot of ks when the caller closes the
+// body or reads it to its end, whichever comes first. It is the one
+// allocation of an answer with a body under MaxInFlight: the caller owns
+// the body, and may hold it (and close it again) long after, so a body is
+// never reused.
 type slotBody struct {
 	io.ReadCloser
 	done atomic.Bool
-	free func()
+	ks   *keyState
 }
 
 func (b *slotBody) Read(p []byte) (int, error) {
@@ -57,7 +60,7 @@ func (b *slotBody) Close() error {
 
 func (b *slotBody) release() {
 	if b.done.CompareAndSwap(false, true) {
-		b.free()
+		b.ks.freeSlot()
 	}
 }
 
@@ -69,15 +72,18 @@ type rwSlotBody struct {
 
 func (b *rwSlotBody) Write(p []byte) (int, error) { return b.w.Write(p) }
 
-// holdSlot makes resp's body give back the slot; with no body, it goes back now.
-func holdSlot(resp *http.Response, free func()) {
-	if resp.Body == nil || resp.Body == http.NoBody {
-		free()
-		return
-	}
+// holdsSlot reports whether resp has a body to hold an in-flight slot until
+// it is done; without one, the slot goes back with the answer.
+func holdsSlot(resp *http.Response) bool {
+	return resp != nil && resp.Body != nil && resp.Body != http.NoBody
+}
+
+// holdSlot makes resp's body give back ks's slot (holdsSlot(resp) must be
+// true).
+func holdSlot(resp *http.Response, ks *keyState) {
 	if rw, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
-		resp.Body = &rwSlotBody{slotBody: slotBody{ReadCloser: rw, free: free}, w: rw}
+		resp.Body = &rwSlotBody{slotBody: slotBody{ReadCloser: rw, ks: ks}, w: rw}
 		return
 	}
-	resp.Body = &slotBody{ReadCloser: resp.Body, free: free}
+	resp.Body = &slotBody{ReadCloser: resp.Body, ks: ks}
 }

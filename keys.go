@@ -27,6 +27,7 @@ type keyState struct {
 	wins       []windowLog
 	head, tail *waiter // the line
 	admitted   uint64  // attempts admitted so far: each ticket's number
+	arrived    uint64  // requests that acquired the state: each one's place in the line
 
 	// Counts of goroutines (int32: a key has fewer than 2^31), packed
 	// with the flags into two words.
@@ -270,7 +271,7 @@ func (ks *keyState) idle(now time.Time, mono time.Duration) bool {
 // as new keys arrive, so the number of live states stays bounded by the
 // keys in use.
 type keys struct {
-	maps     sync.Map // *policy -> *table
+	maps     sync.Map // *policy -> its table, for sweeps and Stats
 	live     atomic.Int64
 	sweepAt  atomic.Int64 // sweep when live reaches this
 	sweeping sync.Mutex
@@ -280,18 +281,14 @@ type keys struct {
 
 const minSweep = 1024
 
-func (k *keys) policyMap(p *policy) *table {
-	if m, ok := k.maps.Load(p); ok {
-		return m.(*table)
-	}
-	m, _ := k.maps.LoadOrStore(p, newTable())
-	return m.(*table)
-}
+// register lists p's table, so that sweeps and Stats find its keys.
+func (k *keys) register(p *policy) { k.maps.Store(p, p.keys) }
 
-// acquire returns the locked-in state of key, the partition key of req,
-// under p, with a reference held.
-func (t *Transport) acquire(p *policy, key string, req *http.Request) *keyState {
-	m := t.keys.policyMap(p)
+// acquire returns the state of key, the partition key of req, under p,
+// with a reference held and its mutex locked, and the request's place among
+// the key's arrivals (its order in the line).
+func (t *Transport) acquire(p *policy, key string, req *http.Request) (*keyState, uint64) {
+	m := p.keys
 	for {
 		ks := m.load(key)
 		if ks == nil {
@@ -313,8 +310,8 @@ func (t *Transport) acquire(p *policy, key string, req *http.Request) *keyState 
 		if !ks.dead {
 			ks.refs++
 			ks.used = true
-			ks.mu.Unlock()
-			return ks
+			ks.arrived++
+			return ks, ks.arrived
 		}
 		ks.mu.Unlock()
 		m.remove(key, ks)
@@ -396,6 +393,16 @@ func defaultKey(req *http.Request) string {
 		}
 	}
 	return lower(host)
+}
+
+// hostName is the request's hostname, lower-cased, as policyFor needs it;
+// host is defaultKey(req). Without a port or brackets in URL.Host, the two
+// are the same.
+func hostName(req *http.Request, host string) string {
+	if h := req.URL.Host; h != "" && h[0] != '[' && strings.IndexByte(h, ':') < 0 {
+		return host
+	}
+	return lower(req.URL.Hostname())
 }
 
 // lower is strings.ToLower without its allocation for the usual, already

@@ -10,7 +10,8 @@ import (
 // policy is a validated Policy, ready to make key states from.
 type policy struct {
 	Policy
-	limit Limit // the pacer: LimitRate, or LimitQueue for a leaky bucket
+	limit Limit  // the pacer: LimitRate, or LimitQueue for a leaky bucket
+	keys  *table // the states of the keys under it
 }
 
 func compile(p Policy) *policy {
@@ -18,7 +19,7 @@ func compile(p Policy) *policy {
 	if p.Rate > rate.Inf { // +Inf: unpaced, as rate.Inf
 		p.Rate = rate.Inf
 	}
-	cp := &policy{Policy: p, limit: LimitRate}
+	cp := &policy{Policy: p, limit: LimitRate, keys: newTable()}
 	if p.Queue > 0 {
 		cp.limit = LimitQueue
 	}

@@ -106,11 +106,9 @@ type lesson struct {
 // learn records an attempt's outcome at the key: the answer it got (or its
 // absence), the probe it ends, and a pause of the given length if the answer
 // is a quota signal, or if it tips the key into an outage or fails during
-// one (then as long as its Retry-After, if it has one).
+// one (then as long as its Retry-After, if it has one). The head of the
+// line is woken to recompute. ks.mu must be held.
 func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, pause time.Duration, now time.Time) (ls lesson) {
-	ks.mu.Lock()
-	defer ks.mu.Unlock()
-	defer ks.wakeHead()
 	mono := t.since(now)
 	now, at := ks.clock(now, mono)
 	ks.sending--
@@ -178,6 +176,7 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	if until := ks.pausedUntil(); until.After(now) {
 		ls.held = until
 	}
+	ks.wakeHead()
 	return ls
 }
 

@@ -100,28 +100,38 @@ type ticket struct {
 // window and an in-flight slot must all admit it at once. It is the one
 // place where requests wait for their turn. An error is a *WaitError.
 //
+// It is called at now, with ks.mu held, and returns with it released. An
+// attempt that finds its turn come goes at once, at now (or at the latest
+// time the key's pacer was used, if later: see keyState.clock); the others
+// wait in the line.
+//
 // A retry must also be admitted by last, the end of Retry.MaxElapsed (zero:
 // no such bound): one whose turn is known to come later fails at once, one
 // still waiting then fails then, with ErrMaxElapsed.
-func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt int, last time.Time) (tk ticket, err error) {
-	start, retry := time.Now(), attempt > 1
-	fail := func(h holder, until time.Time, err error) error {
-		return &WaitError{Key: ks.name(), Attempt: attempt, Limit: h.limit, Window: h.win, Until: until, Err: err}
-	}
+func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt int, last, now time.Time) (tk ticket, err error) {
 	if err := ctx.Err(); err != nil {
-		return tk, fail(holder{}, time.Time{}, err)
+		ks.mu.Unlock()
+		return tk, &WaitError{Key: ks.name(), Attempt: attempt, Err: err}
 	}
-	deadline, hasDeadline := ctx.Deadline()
-
-	ks.mu.Lock()
-	now := time.Now()
+	now, mono := ks.clock(now, t.since(now))
 	if ks.head == nil && !t.closed.Load() && !t.shares(ks) {
-		if at, _ := ks.readyAt(now, t.since(now)); !at.After(now) {
-			tk = ks.take(now, t.since(now), retry)
+		if at, _ := ks.readyAt(now, mono); !at.After(now) {
+			tk = ks.take(now, mono, attempt > 1)
 			ks.mu.Unlock()
 			return tk, nil // no wait for a limit: waited stays 0
 		}
 	}
+	return t.wait(ctx, ks, seq, attempt, last, now)
+}
+
+// wait is admit for an attempt that must wait, or fail: it joins the line,
+// at now, with ks.mu held, and leaves it admitted or refused.
+func (t *Transport) wait(ctx context.Context, ks *keyState, seq uint64, attempt int, last, now time.Time) (tk ticket, err error) {
+	start, retry := now, attempt > 1
+	fail := func(h holder, until time.Time, err error) error {
+		return &WaitError{Key: ks.name(), Attempt: attempt, Limit: h.limit, Window: h.win, Until: until, Err: err}
+	}
+	deadline, hasDeadline := ctx.Deadline()
 	if t.closed.Load() {
 		ks.mu.Unlock()
 		return tk, fail(holder{}, time.Time{}, ErrClosed)

@@ -28,8 +28,7 @@ type Transport struct {
 	keys  keys
 	epoch time.Time // window logs count from here
 
-	seq       atomic.Uint64 // arrival order of requests
-	storeDown atomic.Bool   // the Store's last Reservation was a Fallback
+	storeDown atomic.Bool // the Store's last Reservation was a Fallback
 	closed    atomic.Bool
 	done      chan struct{}
 	closeOnce sync.Once
@@ -70,6 +69,14 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	if t.cfg.def == nil {
 		t.cfg.def = t.unpac
 	}
+	t.keys.register(t.unpac)
+	t.keys.register(t.cfg.def)
+	for _, p := range t.cfg.exact {
+		t.keys.register(p)
+	}
+	for _, p := range t.cfg.wildcard {
+		t.keys.register(p)
+	}
 	return t
 }
 
@@ -102,25 +109,37 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, errors.New("throttle: nil Request.URL")
 	}
+	now := time.Now() // the request's start, and when its first attempt is admitted
 	host := defaultKey(req)
-	pol := t.cfg.policyFor(req.URL.Scheme, host, lower(req.URL.Hostname()))
+	pol := t.cfg.policyFor(req.URL.Scheme, host, hostName(req, host))
 	key := host
 	if t.cfg.key != nil {
 		key = t.userKey(req)
 	}
-	ks := t.acquire(pol, key, req)
-	r := request{t: t, ks: ks, req: req, ctx: req.Context(), seq: t.seq.Add(1), start: time.Now()}
-	defer func() { // deferred, so that a panicking base does not pin the key
-		ks.mu.Lock()
-		ks.refs--
-		ks.stats.Requests++
-		if r.waited > 0 {
-			ks.stats.Waited++
-			ks.stats.WaitTime += r.waited
+	r := request{t: t, req: req, ctx: req.Context(), start: now, held: true}
+	r.ks, r.seq = t.acquire(pol, key, req) // locked: the first attempt's admission goes on
+	defer func() {                         // deferred, so that a panicking base does not pin the key
+		if r.held {
+			r.ks.mu.Lock()
+			r.release()
+			r.ks.mu.Unlock()
 		}
-		ks.mu.Unlock()
 	}()
 	return r.do()
+}
+
+// release lets go of the request's reference to its key, and counts the
+// request, once: at its last answer (see judge), or on the way out. ks.mu
+// must be held.
+func (r *request) release() {
+	ks := r.ks
+	ks.refs--
+	ks.stats.Requests++
+	if r.waited > 0 {
+		ks.stats.Waited++
+		ks.stats.WaitTime += r.waited
+	}
+	r.held = false
 }
 
 // userKey calls the WithKey function. Should it panic, the request's body
@@ -141,9 +160,10 @@ type request struct {
 	ks     *keyState
 	req    *http.Request
 	ctx    context.Context
-	seq    uint64
+	seq    uint64 // its place among the key's arrivals
 	start  time.Time
 	waited time.Duration
+	held   bool                        // it holds a reference to ks (see release)
 	bo     *backoff.ExponentialBackOff // made at the first backoff
 	shown  string                      // the URL as events show it, once an event needs it
 }
@@ -167,13 +187,15 @@ func (r *request) do() (*http.Response, error) {
 			panic(p)
 		}
 	}()
-	send := r.req
+	send, now := r.req, r.start
 	for attempt := 1; ; attempt++ {
 		var last time.Time // a retry must be admitted by MaxElapsed
 		if attempt > 1 {
 			last = r.start.Add(r.t.cfg.retry.MaxElapsed)
+			now = time.Now()
+			r.ks.mu.Lock() // (the first attempt's was taken by acquire)
 		}
-		tk, err := r.t.admit(r.ctx, r.ks, r.seq, attempt, last)
+		tk, err := r.t.admit(r.ctx, r.ks, r.seq, attempt, last, now)
 		r.waited += tk.waited
 		if err != nil {
 			closeBody(send)
@@ -231,7 +253,8 @@ type outcome struct {
 func (o *outcome) held() bool { return !o.ls.held.Before(o.now.Add(o.delay)) }
 
 // judge reads an attempt's answer, teaches it to the key, gives back the
-// attempt's in-flight slot (or ties it to the body) and tells the events.
+// attempt's in-flight slot (or ties it to the body), lets go of the key if
+// the answer is the last, and tells the events. It locks the key once.
 func (r *request) judge(tk ticket, attempt int, resp *http.Response, err error) outcome {
 	o := outcome{now: time.Now()}
 	o.h = readHint(resp, err != nil && r.ctx.Err() == nil && retryableErr(err), o.now)
@@ -247,9 +270,19 @@ func (r *request) judge(tk ticket, attempt int, resp *http.Response, err error) 
 		// Also the length of a pause, should the answer begin one.
 		o.delay = max(r.backoff(), o.h.wait)
 	}
-	o.ls = r.t.learn(r.ks, tk, resp, o.h, o.delay, o.now)
-	if tk.slot {
-		r.freeSlot(resp)
+	ks := r.ks
+	ks.mu.Lock()
+	o.ls = r.t.learn(ks, tk, resp, o.h, o.delay, o.now)
+	tied := tk.slot && holdsSlot(resp)
+	if tk.slot && !tied {
+		ks.slots-- // learn woke the head: it recomputes once the lock is free
+	}
+	if !o.retryable {
+		r.release() // the last answer
+	}
+	ks.mu.Unlock()
+	if tied {
+		holdSlot(resp, ks)
 	}
 	if r.t.cfg.events != nil {
 		r.told(attempt, resp, err, o)
@@ -289,10 +322,13 @@ func (r *request) backOff(o outcome) error {
 func (t *Transport) send(ks *keyState, tk ticket, req *http.Request) (*http.Response, error) {
 	defer func() {
 		if p := recover(); p != nil {
-			t.learn(ks, tk, nil, hint{}, 0, time.Now())
+			now := time.Now()
+			ks.mu.Lock()
+			t.learn(ks, tk, nil, hint{}, 0, now)
 			if tk.slot {
-				ks.freeSlot()
+				ks.slots--
 			}
+			ks.mu.Unlock()
 			panic(p)
 		}
 	}()
@@ -373,15 +409,6 @@ func (r *request) backoff() time.Duration {
 		r.bo = r.t.cfg.retry.backoffFor()
 	}
 	return fullJitter(r.bo.NextBackOff())
-}
-
-// freeSlot gives back the in-flight slot now, or when resp's body is done.
-func (r *request) freeSlot(resp *http.Response) {
-	if resp == nil {
-		r.ks.freeSlot()
-		return
-	}
-	holdSlot(resp, r.ks.freeSlot)
 }
 
 func (r *request) gaveUp(attempt int, resp *http.Response, err error, why string) {
