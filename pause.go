@@ -180,10 +180,15 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	return ls
 }
 
-// pace is the key's pacer's rate now; 0 without one.
+// pace is the key's pacer's rate now; 0 without one. Only trouble moves a
+// pace (adapt.go, learn.go): a key that never met any paces at its Policy's
+// Rate, which is read without the pacer's lock.
 func (ks *keyState) pace() rate.Limit {
-	if ks.lim == nil {
+	switch {
+	case ks.lim == nil:
 		return 0
+	case ks.tr == nil:
+		return ks.pol.Rate
 	}
 	return ks.lim.Limit()
 }
@@ -256,7 +261,7 @@ func (ks *keyState) answered(tk ticket, response bool, now time.Time, mono time.
 	// The reserve only grows: a key sending at its pace keeps the server's
 	// bucket as low as it found it, so a larger reserve is built by leaving
 	// tokens unused, and giving it back would only have to be paid again.
-	r := int32(ks.lat.reserve(float64(ks.lim.Limit()), ks.pol.Burst))
+	r := int32(ks.lat.reserve(float64(ks.pace()), ks.pol.Burst))
 	if r <= ks.reserve {
 		return
 	}

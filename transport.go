@@ -208,7 +208,8 @@ func (r *request) do() (*http.Response, error) {
 		}
 		resp, err := r.t.send(r.ks, tk, send)
 		inHand = resp
-		o := r.judge(tk, attempt, resp, err)
+		var o outcome // (large: judged in place, passed on by pointer)
+		r.judge(&o, tk, attempt, resp, err)
 		if !o.retryable {
 			if err != nil && attempt > 1 {
 				err = fmt.Errorf("throttle: key %q: after %d attempts: %w", r.ks.name(), attempt, err)
@@ -216,7 +217,7 @@ func (r *request) do() (*http.Response, error) {
 			inHand = nil
 			return resp, err
 		}
-		next, why := r.next(attempt, o)
+		next, why := r.next(attempt, &o)
 		if why != "" {
 			r.gaveUp(attempt, resp, err, why)
 			if err != nil {
@@ -229,7 +230,7 @@ func (r *request) do() (*http.Response, error) {
 		inHand, pending = nil, next
 		r.retrying(attempt, resp, err, o.delay)
 		send, pending = next, nil
-		if werr := r.backOff(o); werr != nil {
+		if werr := r.backOff(&o); werr != nil {
 			closeBody(send)
 			r.count(werr)
 			err := &WaitError{Key: r.ks.name(), Attempt: attempt + 1, Limit: LimitBackoff, Until: o.now.Add(o.delay), Err: werr}
@@ -255,8 +256,8 @@ func (o *outcome) held() bool { return !o.ls.held.Before(o.now.Add(o.delay)) }
 // judge reads an attempt's answer, teaches it to the key, gives back the
 // attempt's in-flight slot (or ties it to the body), lets go of the key if
 // the answer is the last, and tells the events. It locks the key once.
-func (r *request) judge(tk ticket, attempt int, resp *http.Response, err error) outcome {
-	o := outcome{now: time.Now()}
+func (r *request) judge(o *outcome, tk ticket, attempt int, resp *http.Response, err error) {
+	o.now = time.Now()
 	o.h = readHint(resp, err != nil && r.ctx.Err() == nil && retryableErr(err), o.now)
 	if resp != nil && !o.h.read && r.ks.wantsQuota(tk.adm) {
 		o.h.quota, o.h.hasQ = ParseQuota(resp.Header, o.now)
@@ -265,7 +266,7 @@ func (r *request) judge(tk ticket, attempt int, resp *http.Response, err error) 
 	if o.h.read {
 		r.ks.sawQuota(o.h.hasQ)
 	}
-	o.retryable = r.retryable(resp, err, o.h)
+	o.retryable = r.retryable(resp, err, &o.h)
 	if o.retryable || o.h.signal != signalNone {
 		// Also the length of a pause, should the answer begin one.
 		o.delay = max(r.backoff(), o.h.wait)
@@ -285,12 +286,11 @@ func (r *request) judge(tk ticket, attempt int, resp *http.Response, err error) 
 		holdSlot(resp, ks)
 	}
 	if r.t.cfg.events != nil {
-		r.told(attempt, resp, err, o)
+		r.told(attempt, resp, err, *o)
 	}
 	if r.t.shares(r.ks) {
 		r.t.share(r.ctx, r.ks, o.ls, o.now)
 	}
-	return o
 }
 
 // retrying counts and tells a retry that will be made.
@@ -305,7 +305,7 @@ func (r *request) retrying(attempt int, resp *http.Response, err error, delay ti
 
 // backOff waits out what is left of the retry's delay here, unless the key's
 // pause covers it: then the retry waits at the key.
-func (r *request) backOff(o outcome) error {
+func (r *request) backOff(o *outcome) error {
 	left := time.Until(o.now.Add(o.delay))
 	if o.held() || left <= 0 {
 		return nil // (a negative wait would be one until woken: forever)
@@ -341,7 +341,7 @@ func (t *Transport) send(ks *keyState, tk ticket, req *http.Request) (*http.Resp
 
 // retryable reports whether the attempt's outcome is one that may be retried
 // for this request, before limits of attempts, time and budget.
-func (r *request) retryable(resp *http.Response, err error, h hint) bool {
+func (r *request) retryable(resp *http.Response, err error, h *hint) bool {
 	if !replayable(r.req) {
 		return false
 	}
@@ -352,9 +352,9 @@ func (r *request) retryable(resp *http.Response, err error, h hint) bool {
 }
 
 // next returns the request to send for the next attempt, or why not.
-func (r *request) next(attempt int, o outcome) (*http.Request, string) {
+func (r *request) next(attempt int, o *outcome) (*http.Request, string) {
 	cfg := &r.t.cfg.retry
-	h, now := o.h, o.now
+	h, now := &o.h, o.now
 	deadline, hasDeadline := r.ctx.Deadline()
 	if attempt >= cfg.MaxAttempts {
 		return nil, fmt.Sprintf("%d attempts", attempt)
