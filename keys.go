@@ -118,11 +118,23 @@ var never = time.Unix(1<<62, 0)
 
 // readyAt is the earliest time at which the head of the line may go, and the
 // limit that holds it until then (never: until woken). It takes nothing.
+func (ks *keyState) readyAt(now time.Time, mono time.Duration) (time.Time, holder) {
+	at, h := ks.heldUntil(now, mono)
+	if ks.lim != nil && !at.Equal(never) {
+		if d := tokenDelay(ks.lim, at, 1); d > 0 {
+			at, h = at.Add(d), holder{limit: ks.pol.limit}
+		}
+	}
+	return at, h
+}
+
+// heldUntil is readyAt without the pacer: the earliest time at which every
+// other limit lets the head go, and the limit that holds it until then.
 //
 // A probe, or a ramp that is full, holds the rest only until its answer is
 // overdue (latency.probeWait): then one more may go, so an answer that never
 // comes cannot hold the key.
-func (ks *keyState) readyAt(now time.Time, mono time.Duration) (time.Time, holder) {
+func (ks *keyState) heldUntil(now time.Time, mono time.Duration) (time.Time, holder) {
 	at, h := now, holder{}
 	if tr := ks.tr; tr != nil && tr.probe == probeOut {
 		if end := now.Add(tr.probeAt + ks.lat.probeWait() - mono); end.After(at) {
@@ -155,11 +167,6 @@ func (ks *keyState) readyAt(now time.Time, mono time.Duration) (time.Time, holde
 		}
 		if wt := now.Add(next - mono); wt.After(at) {
 			at, h = wt, holder{LimitWindow, *w.Window}
-		}
-	}
-	if ks.lim != nil {
-		if d := tokenDelay(ks.lim, at, 1); d > 0 {
-			at, h = at.Add(d), holder{limit: ks.pol.limit}
 		}
 	}
 	return at, h
@@ -200,14 +207,21 @@ func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead int) (ti
 // take admits the head at now: a token, an entry in every window, an
 // in-flight slot, and the probe if one is due (or the last one's answer is
 // overdue). readyAt(now) must have said now.
-func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) (tk ticket) {
+func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) ticket {
+	if ks.lim != nil {
+		ks.lim.ReserveN(now, 1) // at most a float error's worth early
+	}
+	return ks.enter(now, mono, retry)
+}
+
+// enter is take once the pacer's token, if the key has a pacer, is taken.
+func (ks *keyState) enter(now time.Time, mono time.Duration, retry bool) (tk ticket) {
 	ks.admitted++
 	tk.adm, tk.sent, tk.mono = ks.admitted, now, mono
 	if !retry {
 		ks.budget.first(mono)
 	}
 	if ks.lim != nil {
-		ks.lim.ReserveN(now, 1) // at most a float error's worth early
 		ks.limAt = mono
 	}
 	for i := range ks.wins {

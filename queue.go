@@ -115,8 +115,10 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt
 	}
 	now, mono := ks.clock(now, t.since(now))
 	if ks.head == nil && !t.closed.Load() && !t.shares(ks) {
-		if at, _ := ks.readyAt(now, mono); !at.After(now) {
-			tk = ks.take(now, mono, attempt > 1)
+		// The pacer last: AllowN takes its token only if it has one, as
+		// readyAt and take would, under one lock of the limiter.
+		if at, _ := ks.heldUntil(now, mono); !at.After(now) && (ks.lim == nil || ks.lim.AllowN(now, 1)) {
+			tk = ks.enter(now, mono, attempt > 1)
 			ks.mu.Unlock()
 			return tk, nil // no wait for a limit: waited stays 0
 		}
