@@ -83,15 +83,6 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 // since is now as an offset from the transport's epoch (monotonic).
 func (t *Transport) since(now time.Time) time.Duration { return now.Sub(t.epoch) }
 
-// clock is time.Now read from the monotonic clock alone, at about half the
-// cost: the request path reads it when a request arrives and when an answer
-// comes. Its monotonic reading is time.Now's; its wall reading is the
-// epoch's plus the time elapsed, which drifts from the system's if that is
-// set, or the machine sleeps, after New. Waits and pacing never read the
-// wall clock (Time's arithmetic is monotonic); a date in a header does, so
-// an answer that may carry one reads time.Now (see judge).
-func (t *Transport) clock() time.Time { return t.epoch.Add(time.Since(t.epoch)) }
-
 // Close makes every request waiting for its turn, and every later one, fail
 // with ErrClosed. Requests already on the wire are not cut. No goroutine of
 // the Transport outlives Close. It always returns nil.
@@ -118,7 +109,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, errors.New("throttle: nil Request.URL")
 	}
-	now := t.clock() // the request's start, and when its first attempt is admitted
+	now := time.Now() // the request's start, and when its first attempt is admitted
 	host := defaultKey(req)
 	pol := t.cfg.policyFor(req.URL.Scheme, host, hostName(req, host))
 	key := host
@@ -266,14 +257,9 @@ func (o *outcome) held() bool { return !o.ls.held.Before(o.now.Add(o.delay)) }
 // attempt's in-flight slot (or ties it to the body), lets go of the key if
 // the answer is the last, and tells the events. It locks the key once.
 func (r *request) judge(o *outcome, tk ticket, attempt int, resp *http.Response, err error) {
-	wants := resp != nil && r.ks.wantsQuota(tk.adm)
-	if wants || resp != nil && resp.StatusCode >= 400 {
-		o.now = time.Now() // headers that may hold a date (Retry-After, a reset) are read against it
-	} else {
-		o.now = r.t.clock()
-	}
+	o.now = time.Now()
 	o.h = readHint(resp, err != nil && r.ctx.Err() == nil && retryableErr(err), o.now)
-	if !o.h.read && wants {
+	if resp != nil && !o.h.read && r.ks.wantsQuota(tk.adm) {
 		o.h.quota, o.h.hasQ = ParseQuota(resp.Header, o.now)
 		o.h.read = true
 	}
