@@ -15,12 +15,20 @@ import (
 // answers an attempt sent at the pace in force: the refusals of attempts
 // sent before the last cut neither cut the pace again nor count below.
 //
-//  1. First guess. The key's first refusal pauses it for the Retry-After,
-//     as any unpaced key's, and gives it a pace: the answers the server
-//     accepted before, over the time from the first answer to the end of
-//     the pause (once the pause ends, with the answers that came during it).
-//     For a window or a log that is about the quota; for a bucket, its depth
-//     per Retry-After, far below its refill.
+//  1. First guess. The key's first refusal pauses it and gives it a pace:
+//     the answers the server accepted before, over the time from the first
+//     answer to the end of the Retry-After. A wait of a second or more may
+//     be rounded up to whole seconds by up to one, so the key pauses only
+//     for what surely remains and peeks into the last second: one request
+//     1/8 s in, then, each time the peek is refused, one twice as far from
+//     its refusal, until the wait first asked for has passed (the refused
+//     requests themselves wait their whole Retry-After). A server that
+//     gives back gradually, a bucket, takes the first peek: the guess is
+//     then the answers accepted over the time until it, with those that
+//     came during the pause. One that holds its count until a reset, a
+//     window or a log, costs a refused peek per doubling and keeps the
+//     guess, over the whole wait asked for (a reset that came early says
+//     only that the key's first answers fell late in a window).
 //  2. Search. From there the pace doubles every 150 ms until a refusal, then
 //     searches between the last pace that held and the refused one, a step
 //     per Retry-After (within 75 ms and 1 s), until they are within a
@@ -61,6 +69,7 @@ import (
 // cuts are few.)
 const (
 	growEvery   = 150 * time.Millisecond // a growing pace doubles after this long unrefused
+	peekFirst   = time.Second / 8        // the first peek into the last second of a wait
 	bisectTol   = 1.0 / 16               // the search ends when what was refused is within this share of what held
 	longestTest = 2 * time.Second        // a whole test is twice the server's wait, at most this long
 	cutShare    = 0.95                   // a collision cuts the pace to this share of itself
@@ -112,6 +121,8 @@ type learner struct {
 	accepted int           // answers accepted since then, to attempts sent after the cut
 	from     time.Duration // first: the first guess counts from here
 	firstN   int           // this many answers
+	peekEnd  time.Duration // first: the end of the first refusal's wait
+	peekStep time.Duration // first: the last peek came this long after its refusal
 }
 
 // learning returns the key's learner, or nil if it has none.
@@ -178,17 +189,43 @@ func (ks *keyState) startLearning(now time.Time, at, wait time.Duration, run int
 	ks.troubled().adapt.adjusted = at
 }
 
+// peek is how long the key pauses after a refusal at at that asks for
+// wait, while its first guess is not yet tried (rule 1): a wait of a second
+// or more may be rounded up to whole seconds by up to one, so the key pauses
+// for what surely remains and peeks into the last second, 1/8 s in, then
+// twice as far each time the peek is refused, until the wait first asked
+// for has passed. A shorter wait is taken as exact.
+func (ks *keyState) peek(at, wait time.Duration) time.Duration {
+	l := ks.learning()
+	switch {
+	case l.peekStep == 0 && wait >= time.Second:
+		l.peekEnd, l.peekStep = at+wait, peekFirst
+		return wait - time.Second + peekFirst
+	case l.peekStep == 0 || at >= l.peekEnd:
+		l.peekStep = -1 // no more peeks
+		return wait
+	}
+	l.peekStep *= 2
+	return min(l.peekStep, l.peekEnd-at)
+}
+
 // resumeLearned begins a new count when the key resumes after a pause: the
 // server's count gave back what the pause let it. After the first pause,
-// the first guess takes in the answers that came during it.
+// the first guess takes in the answers that came during it, over the time
+// until the first peek taken, or until the end of the wait first asked for
+// if the server held its count past the first peek (rule 1).
 func (ks *keyState) resumeLearned(now time.Time, at time.Duration) {
 	l := ks.learning()
 	if l == nil || !l.on {
 		return
 	}
 	if l.first {
-		l.first = false
-		if r := clampRate(rate.Limit(float64(l.firstN) / (at - l.from).Seconds())); r > ks.lim.Limit() {
+		l.first, l.next = false, at+growEvery
+		span := at - l.from
+		if l.peekStep != peekFirst && l.peekEnd > at {
+			span = l.peekEnd - l.from // held, then given back at once: a window up to the wait asked
+		}
+		if r := clampRate(rate.Limit(float64(l.firstN) / span.Seconds())); r > ks.lim.Limit() {
 			ks.lim.SetLimitAt(now, r)
 			l.lo, l.tested = r, r
 		}

@@ -281,3 +281,81 @@ func TestLearnedPaceTakesAnIsolated429AsACollision(t *testing.T) {
 		assert.EqualValues(t, 2, rt.Stats().Keys["c.test"].Pauses, "a wait over 2 s pauses the key")
 	})
 }
+
+// The first refusal's Retry-After, in whole seconds, may be rounded up by
+// up to a second: the key pauses for what surely remains and peeks into the
+// last second, 1/8 s in, then twice as far after each refused peek, one
+// request at a time, until the wait asked for has passed. The refused
+// request itself waits its whole Retry-After. A server that gives back at
+// once (a bucket) costs an eighth of a second, not a second; one that holds
+// its count until a reset (a window) costs a refused peek per doubling.
+func TestFirstPausePeeksIntoTheLastSecond(t *testing.T) {
+	tests := []struct {
+		name  string
+		reset time.Duration // after the first refusal, the server accepts again
+		peeks []time.Duration
+	}{
+		{"gives-back-at-once", ms(2), []time.Duration{ms(126)}},
+		{"holds-until-a-reset", ms(600), []time.Duration{ms(126), ms(377), ms(878)}},
+		{"holds-the-whole-second", time.Second, []time.Duration{ms(126), ms(377), ms(878), ms(1001)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var mu sync.Mutex
+				var refusedAt time.Time // zero until the first refusal
+				var after []time.Duration
+				var first string // the path refused first
+				var retried time.Duration
+				n := 0
+				base := rtFunc(func(r *http.Request) (*http.Response, error) {
+					defer time.Sleep(time.Millisecond)
+					mu.Lock()
+					defer mu.Unlock()
+					now := time.Now()
+					n++
+					switch {
+					case n == 20:
+						refusedAt, first = now, r.URL.Path
+						return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+					case refusedAt.IsZero():
+						return reply(r, http.StatusOK), nil
+					}
+					if d := now.Sub(refusedAt); d > time.Millisecond {
+						after = append(after, d) // sent after the refusal came back
+					}
+					if r.URL.Path == first {
+						retried = now.Sub(refusedAt)
+					}
+					if now.Sub(refusedAt) < tt.reset {
+						return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+					}
+					return reply(r, http.StatusOK), nil
+				})
+				rt := throttle.New(base)
+				defer rt.Close()
+				var wg sync.WaitGroup
+				next := make(chan int)
+				for range 8 {
+					wg.Go(func() {
+						for i := range next {
+							assert.NoError(t, do(t, rt, fmt.Sprint("http://p.test/", i)))
+						}
+					})
+				}
+				for i := range 40 {
+					next <- i
+				}
+				close(next)
+				wg.Wait()
+				mu.Lock()
+				defer mu.Unlock()
+				require.Greater(t, len(after), len(tt.peeks))
+				assert.Equal(t, tt.peeks, after[:len(tt.peeks)], "the peeks, one at a time")
+				assert.GreaterOrEqual(t, retried, time.Second, "the refused request waits its Retry-After")
+				st := rt.Stats().Keys["p.test"]
+				assert.LessOrEqual(t, st.Throttled, int64(len(tt.peeks)+8), "the first refusals, and each refused peek")
+			})
+		})
+	}
+}

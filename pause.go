@@ -183,8 +183,13 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Time, at time.Duration) lesson {
 	learned := ks.learned()
 	ks.slow(tk, now, at, pause)
-	if first := !learned && ks.learned(); !first && ks.collision(h) {
-		return lesson{} // a pace learned just now holds nothing yet: the first refusal pauses
+	if l := ks.learning(); l != nil && l.first && (!learned || tk.probe) {
+		// The first refusal pauses, and so does a refused peek: a pace
+		// learned just now holds nothing yet (learn.go, rule 1).
+		return ks.pause(h, ks.peek(at, pause), now)
+	}
+	if ks.collision(h) {
+		return lesson{}
 	}
 	ls := ks.pause(h, pause, now)
 	if learned && !ls.until.IsZero() {
