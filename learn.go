@@ -46,7 +46,8 @@ import (
 //     when the server took less than 0.9 of what the key sent. A refusal
 //     before 20 answers came back accepted says the pace is far too fast:
 //     it goes to the rate accepted in between, within half and 0.95 of
-//     itself.
+//     itself, and the search stays below the pace refused (a slow quota
+//     refuses before 20 answers every time).
 //  4. Spent. Refusals that keep coming after a cut (3 of the key's last 20
 //     answers) or a wait over 2 s pause the whole key. When they came with
 //     nothing accepted between them (the server's count is held until it
@@ -54,7 +55,9 @@ import (
 //     fastest that held a whole test, but not below half of itself; far
 //     below what was refused, it probes again a test later, from a
 //     sixteenth.
-//  5. Probes. A cruising pace waits 4 quiet seconds after a cut, then probes
+//  5. Probes. A cruising pace waits 4 quiet seconds after a cut, and at
+//     least 200 answers' worth of itself (so that probes that end in a
+//     refusal cost at most one 429 in 200, whatever the quota), then probes
 //     upward by 1%, then 2%, 4%… up to 25% (up to doubling while below half
 //     the last pace refused), each step held a test; a
 //     sixteenth past the last pace refused it grows again as in rule 2: the
@@ -78,6 +81,7 @@ const (
 	provedShare = 0.9                    // when that is below this share of the pace since the last refusal
 	minCount    = 20                     // answers accepted between two refusals that make a measure
 	probeHold   = 4 * time.Second        // after a cut, the pace holds this long before probing
+	holdCount   = 200                    // and at least this many answers' worth of the pace
 	longestHold = time.Minute            // nor ever longer than this
 	probeFirst  = 0.01                   // a probe raises the pace by this share of itself, doubling each step
 	probeMost   = 0.25                   // up to this share
@@ -155,6 +159,13 @@ func (l *learner) accept(tk ticket) {
 	case tk.adm > l.cut:
 		l.accepted++
 	}
+}
+
+// holdFor is how long a cut pace r holds before it probes: hold, and at
+// least holdCount answers' worth of r, so that probes that end in a
+// refusal cost at most one 429 in holdCount whatever the quota.
+func (l *learner) holdFor(r rate.Limit) time.Duration {
+	return max(l.hold, time.Duration(float64(holdCount)/float64(r)*float64(time.Second)))
 }
 
 // testLength is how long a pace must hold to count as held, when the server
@@ -263,6 +274,7 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 	case quick:
 		short := rate.Limit(float64(l.accepted) / (at - l.since).Seconds())
 		l.lo = min(l.lo, max(p*quickShare, min(short, p*cutShare)))
+		l.hi = min(l.hi, p) // far too fast is too fast: the search stays below it
 	case ok && m < l.low*provedShare:
 		l.hi, l.lo = p, m*cruiseShare // sent faster than the server took: its rate
 	default:
@@ -290,7 +302,7 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 	l.cut, l.since, l.edge, l.accepted, l.low = ks.admitted, at, true, 0, l.lo
 	l.next = at + l.test/2
 	if l.mode == modeCruise {
-		l.next = at + l.hold
+		l.next = at + l.holdFor(l.lo)
 	}
 }
 
@@ -316,7 +328,7 @@ func (ks *keyState) heldLearned(now time.Time, at time.Duration) {
 	if l.mode == modeCruise {
 		l.hold = min(2*l.hold, longestHold)
 	}
-	l.mode, l.step, l.next = modeCruise, probeFirst, at+l.hold
+	l.mode, l.step, l.next = modeCruise, probeFirst, at+l.holdFor(to)
 }
 
 // setLearned sets the learned pace to r at at; at a refusal (cut), the
@@ -351,7 +363,7 @@ func (ks *keyState) climbLearned(now time.Time, at time.Duration) {
 	case modeSearch:
 		l.lo = max(l.lo, p)
 		if float64(l.hi) <= float64(l.lo)*(1+bisectTol) {
-			l.mode, l.step, l.next = modeCruise, probeFirst, at+l.hold
+			l.mode, l.step, l.next = modeCruise, probeFirst, at+l.holdFor(l.lo)
 			return
 		}
 		ks.setLearned(now, at, rate.Limit(math.Sqrt(float64(l.lo*l.hi))), false)
