@@ -28,8 +28,10 @@ import (
 //     came during the pause. One that holds its count until a reset, a
 //     window or a log, costs a refused peek per doubling and keeps the
 //     guess, over the whole wait asked for (a reset that came early says
-//     only that the key's first answers fell late in a window).
-//  2. Search. From there the pace doubles every 150 ms until a refusal, then
+//     only that the key's first answers fell late in a window): that is
+//     about the window's rate, so it cruises from there (rule 5).
+//  2. Search. From a bucket's guess the pace doubles every 150 ms until a
+//     refusal, then
 //     searches between the last pace that held and the refused one, a step
 //     per Retry-After (within 75 ms and 1 s), until they are within a
 //     sixteenth: it cruises at the faster that held. A pace has held a whole
@@ -49,12 +51,17 @@ import (
 //     itself, and the search stays below the pace refused (a slow quota
 //     refuses before 20 answers every time).
 //  4. Spent. Refusals that keep coming after a cut (3 of the key's last 20
-//     answers) or a wait over 2 s pause the whole key. When they came with
-//     nothing accepted between them (the server's count is held until it
-//     gives back, as a window's until its reset), the pace goes back to the
-//     fastest that held a whole test, but not below half of itself; far
-//     below what was refused, it probes again a test later, from a
-//     sixteenth.
+//     answers) or a wait over 2 s pause the whole key, peeking into the
+//     last second of the wait as in rule 1; the refusals of attempts sent
+//     before the pause extend nothing. When they came with nothing accepted
+//     between them (the server's count is held until it gives back, as a
+//     window's until its reset), the pace goes back to the fastest that
+//     held a whole test, but not below half of itself, and when the key
+//     resumes, no higher than the answers accepted from the resume before
+//     to this one over that time, the rate the server took (a lower bound
+//     of its quota, close to it when the pause ended at the reset), again
+//     not below half; far below what was refused, it probes again a test
+//     later, from a sixteenth.
 //  5. Probes. A cruising pace waits 4 quiet seconds after a cut, and at
 //     least 200 answers' worth of itself (so that probes that end in a
 //     refusal cost at most one 429 in 200, whatever the quota), then probes
@@ -125,8 +132,11 @@ type learner struct {
 	accepted int           // answers accepted since then, to attempts sent after the cut
 	from     time.Duration // first: the first guess counts from here
 	firstN   int           // this many answers
-	peekEnd  time.Duration // first: the end of the first refusal's wait
-	peekStep time.Duration // first: the last peek came this long after its refusal
+	peekEnd  time.Duration // paused: the end of the wait asked by the refusal that began the pause
+	peekStep time.Duration // paused: the last peek came this long after its refusal (0: not peeking, -1: no more peeks)
+	runFrom  time.Duration // the key last resumed then
+	run      int           // answers accepted since
+	cycle    bool          // paused by a held count: the resume measures what the server took
 }
 
 // learning returns the key's learner, or nil if it has none.
@@ -153,6 +163,7 @@ func (ks *keyState) stale(tk ticket) bool {
 // accepted counts an answer the server accepted to tk, for a key that
 // learns its pace.
 func (l *learner) accept(tk ticket) {
+	l.run++
 	switch {
 	case l.first:
 		l.firstN++ // an answer to the burst that drew the first refusal
@@ -196,24 +207,26 @@ func (ks *keyState) startLearning(now time.Time, at, wait time.Duration, run int
 	ks.rarely().learn = learner{on: true, edge: true, first: true, mode: modeGrow,
 		lo: r, hi: fastestRate, tested: r, low: r,
 		test: testLength(wait), hold: probeHold, next: at + wait, setAt: at,
-		cut: ks.admitted, since: at, from: from, firstN: run}
+		cut: ks.admitted, since: at, from: from, firstN: run, runFrom: from, run: run}
 	ks.troubled().adapt.adjusted = at
 }
 
-// peek is how long the key pauses after a refusal at at that asks for
-// wait, while its first guess is not yet tried (rule 1): a wait of a second
+// peek is how long a learning key pauses after a refusal at at that asks
+// for wait, when a pause begins or a peek is refused (rules 1 and 4): a wait of a second
 // or more may be rounded up to whole seconds by up to one, so the key pauses
 // for what surely remains and peeks into the last second, 1/8 s in, then
 // twice as far each time the peek is refused, until the wait first asked
-// for has passed. A shorter wait is taken as exact.
+// for has passed. A shorter wait is taken as exact. A refusal that asks for
+// a later end than the pause's begins the peeks again from there.
 func (ks *keyState) peek(at, wait time.Duration) time.Duration {
 	l := ks.learning()
 	switch {
-	case l.peekStep == 0 && wait >= time.Second:
+	case wait >= time.Second && (l.peekStep == 0 || at+wait > l.peekEnd+time.Second):
+		// A pause begins, or the server asks for a later end.
 		l.peekEnd, l.peekStep = at+wait, peekFirst
 		return wait - time.Second + peekFirst
-	case l.peekStep == 0 || at >= l.peekEnd:
-		l.peekStep = -1 // no more peeks
+	case l.peekStep <= 0 || at >= l.peekEnd:
+		l.peekEnd, l.peekStep = max(l.peekEnd, at+wait), -1 // no more peeks
 		return wait
 	}
 	l.peekStep *= 2
@@ -224,7 +237,9 @@ func (ks *keyState) peek(at, wait time.Duration) time.Duration {
 // server's count gave back what the pause let it. After the first pause,
 // the first guess takes in the answers that came during it, over the time
 // until the first peek taken, or until the end of the wait first asked for
-// if the server held its count past the first peek (rule 1).
+// if the server held its count past the first peek (rule 1). After a pause
+// that a held count began, the pace goes no higher than what the server
+// took since the resume before (rule 4).
 func (ks *keyState) resumeLearned(now time.Time, at time.Duration) {
 	l := ks.learning()
 	if l == nil || !l.on {
@@ -240,7 +255,23 @@ func (ks *keyState) resumeLearned(now time.Time, at time.Duration) {
 			ks.lim.SetLimitAt(now, r)
 			l.lo, l.tested = r, r
 		}
+		if l.peekStep != peekFirst && l.peekEnd > 0 {
+			// Held, then given back at once: the guess is about a
+			// window's rate. It is probed, not doubled.
+			l.mode, l.step, l.next = modeCruise, probeFirst, at+l.test
+		}
 	}
+	if l.cycle && at > l.runFrom {
+		// What the server took from the resume before to this one, over
+		// a pause that its held count began: a lower bound of its quota,
+		// close to it when the pause ended at its reset.
+		if r := rate.Limit(float64(l.run) / (at - l.runFrom).Seconds()); r < ks.lim.Limit() {
+			r = max(r, ks.lim.Limit()*quickShare)
+			ks.setLearned(now, at, r, false)
+			l.lo = r
+		}
+	}
+	l.peekStep, l.runFrom, l.run, l.cycle = 0, at, 0, false
 	l.since, l.edge, l.accepted, l.low = at, false, 0, ks.lim.Limit()
 	l.next = max(l.next, at+growEvery)
 }
@@ -308,13 +339,14 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 
 // heldLearned reacts to a pause of a learned key (rule 4): when the
 // refusals that began it were the same news, the pace goes back to the
-// fastest that held a whole test, not below half; a probe ended so waits
-// twice as long next time.
+// fastest that held a whole test, not below half, and the resume measures
+// what the server took; a probe ended so waits twice as long next time.
 func (ks *keyState) heldLearned(now time.Time, at time.Duration) {
 	l := ks.learning()
 	to := min(l.lo, ks.lim.Limit())
 	if l.held {
 		to = min(to, max(l.tested, to*quickShare))
+		l.cycle = true
 	}
 	l.lo = to
 	ks.setLearned(now, at, to, true)

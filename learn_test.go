@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 
 	"github.com/throttlehttp/throttle"
 	"github.com/throttlehttp/throttle/throttletest"
@@ -366,4 +367,106 @@ func TestFirstPausePeeksIntoTheLastSecond(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A window whose reset falls within the first peek looks, at first, like a
+// bucket that gives back gradually, and the guess from it (the window's N
+// over an eighth of a second) is far too fast. The refusals that then hold
+// the key end in a pause that peeks into its last second like the first,
+// and the resume takes the pace down to what the server took from the
+// resume before to this one (regression: the pace stayed at 3.2× the
+// quota and 3.5% of requests were refused).
+func TestWindowResetDuringTheFirstPeek(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(950 * time.Millisecond) // the job starts late in a window
+		api := throttletest.NewAPI(throttletest.Config{
+			Limits:  []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}},
+			Latency: time.Millisecond})
+		rt := throttle.New(api)
+		defer rt.Close()
+		took := job(t, rt, 2000)
+		seen := api.Stats().Total
+		st := rt.Stats().Keys["api.test"]
+		ideal := 19 * time.Second
+		t.Logf("took %v (%.2fx the ideal), %d refused, pace %.1f/s", took, took.Seconds()/ideal.Seconds(), seen.Throttled, float64(st.Rate))
+		assert.LessOrEqual(t, took.Seconds(), 1.15*ideal.Seconds())
+		assert.LessOrEqual(t, seen.Throttled, int64(35), "1.75%")
+		assert.InEpsilon(t, 100, float64(st.Rate), 0.2)
+	})
+}
+
+// A server that holds its count past the first peek and gives it back at
+// once is a window (or a log): the first guess, the answers accepted over
+// the whole wait asked for, is about its rate, and it is probed upward a
+// step per test, not doubled into the next refusal.
+func TestHeldCountIsProbedNotDoubled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{
+			Limits:  []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}},
+			Latency: time.Millisecond})
+		rt := throttle.New(api)
+		defer rt.Close()
+		var fastest rate.Limit
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range 60 { // the first 3 s
+				time.Sleep(50 * time.Millisecond)
+				fastest = max(fastest, rt.Stats().Keys["api.test"].Rate)
+			}
+		}()
+		job(t, rt, 1000)
+		<-done
+		assert.InDelta(t, 100, float64(fastest), 15, "the first guess, probed")
+		assert.LessOrEqual(t, api.Stats().Total.Throttled, int64(12), "the first refusals, three peeks, a probe")
+	})
+}
+
+// A refusal that asks for a later end than the pause in force extends it,
+// even while the key peeks into the last second of the first: the peeks
+// begin again in the last second of the longer wait.
+func TestLaterRetryAfterExtendsAPeekingPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var refusedAt time.Time
+		var after []time.Duration
+		n := 0
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			defer time.Sleep(time.Millisecond)
+			mu.Lock()
+			defer mu.Unlock()
+			now := time.Now()
+			n++
+			switch {
+			case n == 20:
+				refusedAt = now
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			case n == 21:
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "5"), nil
+			case !refusedAt.IsZero() && now.Sub(refusedAt) > time.Millisecond:
+				after = append(after, now.Sub(refusedAt))
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		var wg sync.WaitGroup
+		next := make(chan int)
+		for range 8 {
+			wg.Go(func() {
+				for i := range next {
+					assert.NoError(t, do(t, rt, fmt.Sprint("http://p.test/", i)))
+				}
+			})
+		}
+		for i := range 40 {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		require.NotEmpty(t, after)
+		assert.Equal(t, 4*time.Second+ms(126), after[0], "the first peek into the last second of the 5 s")
+	})
 }

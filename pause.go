@@ -183,13 +183,24 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Time, at time.Duration) lesson {
 	learned := ks.learned()
 	ks.slow(tk, now, at, pause)
-	if l := ks.learning(); l != nil && l.first && (!learned || tk.probe) {
-		// The first refusal pauses, and so does a refused peek: a pace
-		// learned just now holds nothing yet (learn.go, rule 1).
+	l := ks.learning()
+	switch {
+	case l == nil || !l.on:
+	case !learned:
+		// The first refusal pauses: a pace learned just now holds
+		// nothing yet (learn.go, rule 1).
 		return ks.pause(h, ks.peek(at, pause), now)
+	case l.peekStep != 0 && (tk.probe || at+pause > l.peekEnd+time.Second):
+		// A refused peek, or a refusal that asks for a later end.
+		return ks.pause(h, ks.peek(at, pause), now)
+	case l.peekStep != 0:
+		return lesson{} // sent before the pause: the same news
 	}
 	if ks.collision(h) {
 		return lesson{}
+	}
+	if learned {
+		pause = ks.peek(at, pause)
 	}
 	ls := ks.pause(h, pause, now)
 	if learned && !ls.until.IsZero() {
