@@ -25,18 +25,22 @@ import (
 //     requests themselves wait their whole Retry-After). A server that
 //     gives back gradually, a bucket, takes the first peek: the guess is
 //     then the answers accepted over the time until it, with those that
-//     came during the pause. One that holds its count until a reset, a
-//     window or a log, costs a refused peek per doubling and keeps the
-//     guess, over the whole wait asked for (a reset that came early says
-//     only that the key's first answers fell late in a window): that is
-//     about the window's rate, so it cruises from there (rule 5).
+//     came during the pause. One that refuses the first peek keeps the
+//     guess, over the whole wait asked for: a window or a log, or a bucket
+//     whose first tokens went to requests already on their way. Held to the
+//     end of the wait and given back at once, it is a window, and the
+//     guess about its rate: the pace cruises from there (rule 5). Given
+//     back earlier, it grows as a bucket's (rule 2), and a window's reset
+//     that came early is set right by rule 4.
 //  2. Search. From a bucket's guess the pace doubles every 150 ms until a
-//     refusal, then
-//     searches between the last pace that held and the refused one, a step
-//     per Retry-After (within 75 ms and 1 s), until they are within a
-//     sixteenth: it cruises at the faster that held. A pace has held a whole
-//     test when twice that went by unrefused (a window counts over its whole
-//     length).
+//     refusal, then searches between the last pace that held and the
+//     refused one, a step per Retry-After (within 75 ms and 1 s), until
+//     they are within a sixteenth: it cruises at the faster that held. A
+//     pace has held a whole test when twice that went by unrefused (a
+//     window counts over its whole length). A pace rises only once the key
+//     sent at least 0.8 of it since it was set or the key resumed: a pace
+//     that its round trips, not the pace, kept it from reaching proves
+//     nothing.
 //  3. Collisions. A refusal of a learned pace is a collision, not an order to
 //     stop: the refused request waits its own Retry-After, and the key goes
 //     on, cruising at 0.95 of its pace (searching, at the last pace that
@@ -53,15 +57,15 @@ import (
 //  4. Spent. Refusals that keep coming after a cut (3 of the key's last 20
 //     answers) or a wait over 2 s pause the whole key, peeking into the
 //     last second of the wait as in rule 1; the refusals of attempts sent
-//     before the pause extend nothing. When they came with nothing accepted
-//     between them (the server's count is held until it gives back, as a
-//     window's until its reset), the pace goes back to the fastest that
-//     held a whole test, but not below half of itself, and when the key
-//     resumes, no higher than the answers accepted from the resume before
-//     to this one over that time, the rate the server took (a lower bound
-//     of its quota, close to it when the pause ended at the reset), again
-//     not below half; far below what was refused, it probes again a test
-//     later, from a sixteenth.
+//     before the pause extend it only when they ask for a later end. When
+//     they came with nothing accepted between them (the server's count is
+//     held until it gives back, as a window's until its reset), the pace
+//     goes back to the fastest that held a whole test, but not below half
+//     of itself, and when the key resumes, no higher than what the server
+//     took over the cycle: the answers accepted from the resume before to
+//     the reset, which came between the last peek refused and this resume
+//     (halfway is taken), again not below half; far below what was
+//     refused, it probes again a test later, from a sixteenth.
 //  5. Probes. A cruising pace waits 4 quiet seconds after a cut, and at
 //     least 200 answers' worth of itself (so that probes that end in a
 //     refusal cost at most one 429 in 200, whatever the quota), then probes
@@ -78,20 +82,21 @@ import (
 // probes up again when the other leaves. (The shares converge slowly: the
 // cuts are few.)
 const (
-	growEvery   = 150 * time.Millisecond // a growing pace doubles after this long unrefused
-	peekFirst   = time.Second / 8        // the first peek into the last second of a wait
-	bisectTol   = 1.0 / 16               // the search ends when what was refused is within this share of what held
-	longestTest = 2 * time.Second        // a whole test is twice the server's wait, at most this long
-	cutShare    = 0.95                   // a collision cuts the pace to this share of itself
-	quickShare  = 0.5                    // a refusal soon after another cuts it to this share at most
-	cruiseShare = 0.97                   // or to this share of what the server was measured to accept
-	provedShare = 0.9                    // when that is below this share of the pace since the last refusal
-	minCount    = 20                     // answers accepted between two refusals that make a measure
-	probeHold   = 4 * time.Second        // after a cut, the pace holds this long before probing
-	holdCount   = 200                    // and at least this many answers' worth of the pace
-	longestHold = time.Minute            // nor ever longer than this
-	probeFirst  = 0.01                   // a probe raises the pace by this share of itself, doubling each step
-	probeMost   = 0.25                   // up to this share
+	growEvery    = 150 * time.Millisecond // a growing pace doubles after this long unrefused
+	peekFirst    = time.Second / 8        // the first peek into the last second of a wait
+	bisectTol    = 1.0 / 16               // the search ends when what was refused is within this share of what held
+	longestTest  = 2 * time.Second        // a whole test is twice the server's wait, at most this long
+	cutShare     = 0.95                   // a collision cuts the pace to this share of itself
+	quickShare   = 0.5                    // a refusal soon after another cuts it to this share at most
+	cruiseShare  = 0.97                   // or to this share of what the server was measured to accept
+	provedShare  = 0.9                    // when that is below this share of the pace since the last refusal
+	minCount     = 20                     // answers accepted between two refusals that make a measure
+	reachedShare = 0.8                    // a pace is raised only once the key sent this share of it since it was set
+	probeHold    = 4 * time.Second        // after a cut, the pace holds this long before probing
+	holdCount    = 200                    // and at least this many answers' worth of the pace
+	longestHold  = time.Minute            // nor ever longer than this
+	probeFirst   = 0.01                   // a probe raises the pace by this share of itself, doubling each step
+	probeMost    = 0.25                   // up to this share
 
 	slowestRate = rate.Limit(0.1) // a learned pace never drops below this
 	fastestRate = rate.Limit(1e6) // nor grows above this; as hi: nothing refused yet
@@ -127,16 +132,20 @@ type learner struct {
 	next  time.Duration // the pace may rise from then on
 	setAt time.Duration // when the pace was last set
 
-	cut      uint64        // attempts admitted up to this one were sent before the last cut
-	since    time.Duration // accepted answers are counted from here
-	accepted int           // answers accepted since then, to attempts sent after the cut
-	from     time.Duration // first: the first guess counts from here
-	firstN   int           // this many answers
-	peekEnd  time.Duration // paused: the end of the wait asked by the refusal that began the pause
-	peekStep time.Duration // paused: the last peek came this long after its refusal (0: not peeking, -1: no more peeks)
-	runFrom  time.Duration // the key last resumed then
-	run      int           // answers accepted since
-	cycle    bool          // paused by a held count: the resume measures what the server took
+	reachAt  time.Duration // the pace was last set, or the key resumed, then
+	reachAdm uint64        // the key's admissions then
+
+	cut         uint64        // attempts admitted up to this one were sent before the last cut
+	since       time.Duration // accepted answers are counted from here
+	accepted    int           // answers accepted since then, to attempts sent after the cut
+	from        time.Duration // first: the first guess counts from here
+	firstN      int           // this many answers
+	peekEnd     time.Duration // paused: the end of the wait asked by the refusal that began the pause
+	peekStep    time.Duration // paused: the last peek came this long after its refusal (0: not peeking, -1: no more peeks)
+	runFrom     time.Duration // the key last resumed then
+	run         int           // answers accepted since
+	cycle       bool          // paused by a held count: the resume measures what the server took
+	peekRefused time.Duration // when the last peek was refused
 }
 
 // learning returns the key's learner, or nil if it has none.
@@ -206,7 +215,7 @@ func (ks *keyState) startLearning(now time.Time, at, wait time.Duration, run int
 	ks.lim.AllowN(now, 1) // the server's count is at its limit: the next waits its turn
 	ks.rarely().learn = learner{on: true, edge: true, first: true, mode: modeGrow,
 		lo: r, hi: fastestRate, tested: r, low: r,
-		test: testLength(wait), hold: probeHold, next: at + wait, setAt: at,
+		test: testLength(wait), hold: probeHold, next: at + wait, setAt: at, reachAt: at, reachAdm: ks.admitted,
 		cut: ks.admitted, since: at, from: from, firstN: run, runFrom: from, run: run}
 	ks.troubled().adapt.adjusted = at
 }
@@ -229,7 +238,7 @@ func (ks *keyState) peek(at, wait time.Duration) time.Duration {
 		l.peekEnd, l.peekStep = max(l.peekEnd, at+wait), -1 // no more peeks
 		return wait
 	}
-	l.peekStep *= 2
+	l.peekStep, l.peekRefused = 2*l.peekStep, at
 	return min(l.peekStep, l.peekEnd-at)
 }
 
@@ -255,23 +264,30 @@ func (ks *keyState) resumeLearned(now time.Time, at time.Duration) {
 			ks.lim.SetLimitAt(now, r)
 			l.lo, l.tested = r, r
 		}
-		if l.peekStep != peekFirst && l.peekEnd > 0 {
-			// Held, then given back at once: the guess is about a
-			// window's rate. It is probed, not doubled.
+		if l.peekStep > peekFirst && at >= l.peekEnd {
+			// Held to the end of the wait asked, then given back at
+			// once: the guess is a window's rate. It is probed, not
+			// doubled. (A count given back earlier, at a later peek,
+			// may be a bucket whose first tokens went to requests
+			// already on their way: it grows from the guess.)
 			l.mode, l.step, l.next = modeCruise, probeFirst, at+l.test
 		}
 	}
-	if l.cycle && at > l.runFrom {
-		// What the server took from the resume before to this one, over
-		// a pause that its held count began: a lower bound of its quota,
-		// close to it when the pause ended at its reset.
-		if r := rate.Limit(float64(l.run) / (at - l.runFrom).Seconds()); r < ks.lim.Limit() {
+	if end := at; l.cycle && at > l.runFrom {
+		// What the server took from the resume before to its reset, over
+		// a pause that its held count began: the reset came after the
+		// last peek refused, if any, and before this resume, so halfway.
+		if l.peekRefused > l.runFrom {
+			end = (l.peekRefused + at) / 2
+		}
+		if r := rate.Limit(float64(l.run) / (end - l.runFrom).Seconds()); r < ks.lim.Limit() {
 			r = max(r, ks.lim.Limit()*quickShare)
 			ks.setLearned(now, at, r, false)
 			l.lo = r
 		}
 	}
 	l.peekStep, l.runFrom, l.run, l.cycle = 0, at, 0, false
+	l.reachAt, l.reachAdm = at, ks.admitted
 	l.since, l.edge, l.accepted, l.low = at, false, 0, ks.lim.Limit()
 	l.next = max(l.next, at+growEvery)
 }
@@ -373,6 +389,7 @@ func (ks *keyState) setLearned(now time.Time, at time.Duration, r rate.Limit, cu
 	ks.troubled().adapt.adjusted = at
 	l := ks.learning()
 	l.setAt, l.refused = at, false
+	l.reachAt, l.reachAdm = at, ks.admitted
 }
 
 // climbLearned raises a learned pace when its time comes (rules 2 and 5),
@@ -384,6 +401,9 @@ func (ks *keyState) climbLearned(now time.Time, at time.Duration) {
 		return
 	}
 	p := ks.lim.Limit()
+	if float64(ks.admitted-l.reachAdm) < reachedShare*float64(p)*(at-l.reachAt).Seconds() {
+		return // the key did not send at the pace: it proves nothing
+	}
 	if !l.refused && at-l.setAt >= l.test {
 		l.tested = max(l.tested, p)
 	}

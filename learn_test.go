@@ -470,3 +470,68 @@ func TestLaterRetryAfterExtendsAPeekingPause(t *testing.T) {
 		assert.Equal(t, 4*time.Second+ms(126), after[0], "the first peek into the last second of the 5 s")
 	})
 }
+
+// A bucket whose first peek happens to be refused (on a loaded machine the
+// tokens it gave back may go to requests already on their way) is not
+// taken for a window: the guess made over the whole wait is far below its
+// refill, and it grows from there, not a percent a test.
+func TestBucketWithARefusedFirstPeekStillGrows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{
+			Limits:  []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}},
+			Latency: time.Millisecond})
+		var mu sync.Mutex
+		var refusedAt time.Time
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			busy := !refusedAt.IsZero() && time.Since(refusedAt) < 200*time.Millisecond
+			mu.Unlock()
+			if busy {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			resp, err := api.RoundTrip(r)
+			if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+				mu.Lock()
+				if refusedAt.IsZero() {
+					refusedAt = time.Now()
+				}
+				mu.Unlock()
+			}
+			return resp, err
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		took := job(t, rt, 2000)
+		ideal := 9900 * time.Millisecond
+		t.Logf("took %v (%.2fx the ideal)", took, took.Seconds()/ideal.Seconds())
+		assert.LessOrEqual(t, took.Seconds(), 1.2*ideal.Seconds())
+	})
+}
+
+// A pace the key does not reach proves nothing: when its round trips, not
+// its pace, limit what it sends (16 workers, 50 ms answers: at most 320/s),
+// the pace stops growing one step past what the key sends, and the refusal
+// that comes when the workers bunch up does not find it several times the
+// quota (regression: it doubled to 2,000/s and beyond).
+func TestLearnedPaceGrowsOnlyWhenReached(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{
+			Limits:  []throttletest.Limit{{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}},
+			Latency: 45 * time.Millisecond, LatencyJitter: 10 * time.Millisecond})
+		rt := throttle.New(api)
+		defer rt.Close()
+		var fastest rate.Limit
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range 100 { // the first 10 s
+				time.Sleep(100 * time.Millisecond)
+				fastest = max(fastest, rt.Stats().Keys["api.test"].Rate)
+			}
+		}()
+		job(t, rt, 2000)
+		<-done
+		t.Logf("fastest pace %.0f/s", float64(fastest))
+		assert.Less(t, float64(fastest), 800.0)
+	})
+}
