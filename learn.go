@@ -40,7 +40,9 @@ import (
 //     window counts over its whole length). A pace rises only once the key
 //     sent at least 0.8 of it since it was set or the key resumed: a pace
 //     that its round trips, not the pace, kept it from reaching proves
-//     nothing.
+//     nothing. The pacer of a learned pace holds two tokens, so a turn
+//     taken late (a waiter woken late on a busy machine) leaves its time
+//     to the next instead of losing it.
 //  3. Collisions. A refusal of a learned pace is a collision, not an order to
 //     stop: the refused request waits its own Retry-After, and the key goes
 //     on, cruising at 0.95 of its pace (searching, at the last pace that
@@ -97,6 +99,8 @@ const (
 	longestHold  = time.Minute            // nor ever longer than this
 	probeFirst   = 0.01                   // a probe raises the pace by this share of itself, doubling each step
 	probeMost    = 0.25                   // up to this share
+
+	learnedBurst = 2 // a learned pace's tokens: a waiter that wakes late (a busy machine) does not lose the time
 
 	slowestRate = rate.Limit(0.1) // a learned pace never drops below this
 	fastestRate = rate.Limit(1e6) // nor grows above this; as hi: nothing refused yet
@@ -211,8 +215,8 @@ func (ks *keyState) startLearning(now time.Time, at, wait time.Duration, run int
 		return
 	}
 	r := clampRate(rate.Limit(float64(run) / (at - from + wait).Seconds()))
-	ks.lim = rate.NewLimiter(r, 1)
-	ks.lim.AllowN(now, 1) // the server's count is at its limit: the next waits its turn
+	ks.lim = rate.NewLimiter(r, learnedBurst)
+	ks.lim.AllowN(now, learnedBurst) // the server's count is at its limit: the next waits its turn
 	ks.rarely().learn = learner{on: true, edge: true, first: true, mode: modeGrow,
 		lo: r, hi: fastestRate, tested: r, low: r,
 		test: testLength(wait), hold: probeHold, next: at + wait, setAt: at, reachAt: at, reachAdm: ks.admitted,
@@ -383,8 +387,8 @@ func (ks *keyState) heldLearned(now time.Time, at time.Duration) {
 // server's count is at its limit, so the next request waits its turn.
 func (ks *keyState) setLearned(now time.Time, at time.Duration, r rate.Limit, cut bool) {
 	ks.lim.SetLimitAt(now, clampRate(r))
-	if cut && ks.lim.TokensAt(now) >= 1 {
-		ks.lim.AllowN(now, 1)
+	if n := int(ks.lim.TokensAt(now)); cut && n > 0 {
+		ks.lim.AllowN(now, n)
 	}
 	ks.troubled().adapt.adjusted = at
 	l := ks.learning()
