@@ -104,12 +104,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	host := defaultKey(req)
 	pol := t.cfg.policyFor(req.URL.Scheme, host, lower(req.URL.Hostname()))
+	ro, _, err := requestOptions(req.Context())
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
 	key := host
-	if t.cfg.key != nil {
+	switch {
+	case ro.key != "":
+		key = ro.key
+	case t.cfg.key != nil:
 		key = t.userKey(req)
 	}
 	ks := t.acquire(pol, key, req)
-	r := request{t: t, ks: ks, req: req, ctx: req.Context(), seq: t.seq.Add(1), start: time.Now()}
+	r := request{t: t, ks: ks, req: req, ctx: req.Context(), seq: t.seq.Add(1), start: time.Now(), noRetry: ro.noRetry}
 	defer func() { // deferred, so that a panicking base does not pin the key
 		ks.mu.Lock()
 		ks.refs--
@@ -145,7 +153,10 @@ type request struct {
 	start  time.Time
 	waited time.Duration
 	bo     *backoff.ExponentialBackOff // made at the first backoff
+	own    backoff.BackOff             // Retry.NewBackOff's, made at the first retry
 	shown  string                      // the URL as events show it, once an event needs it
+
+	noRetry bool // the request's NoRetry option
 }
 
 func (r *request) do() (*http.Response, error) {
@@ -221,6 +232,7 @@ func (r *request) do() (*http.Response, error) {
 type outcome struct {
 	h         hint
 	retryable bool          // by the rules of Retry, before its limits
+	stop      bool          // Retry.NewBackOff's backoff said stop
 	delay     time.Duration // before a retry: the jittered backoff, never shorter than the server asked
 	ls        lesson
 	now       time.Time // when the answer came
@@ -250,6 +262,16 @@ func (r *request) judge(tk ticket, attempt int, resp *http.Response, err error) 
 	o.ls = r.t.learn(r.ks, tk, resp, o.h, o.delay, o.now)
 	if tk.slot {
 		r.freeSlot(resp)
+	}
+	// The user's code runs once the key is in order: should it panic, the
+	// response in hand is closed (see do), and the key holds nothing.
+	if cfg := &r.t.cfg.retry; cfg.ShouldRetry != nil && replayable(r.req) && !r.noRetry {
+		if o.retryable = cfg.ShouldRetry(resp, err, o.retryable); o.retryable && o.delay == 0 {
+			o.delay = max(r.backoff(), o.h.wait)
+		}
+	}
+	if o.retryable && r.t.cfg.retry.NewBackOff != nil {
+		o.delay, o.stop = r.ownBackoff(o.h.wait)
 	}
 	if r.t.cfg.events != nil {
 		r.told(attempt, resp, err, o)
@@ -306,7 +328,7 @@ func (t *Transport) send(ks *keyState, tk ticket, req *http.Request) (*http.Resp
 // retryable reports whether the attempt's outcome is one that may be retried
 // for this request, before limits of attempts, time and budget.
 func (r *request) retryable(resp *http.Response, err error, h hint) bool {
-	if !replayable(r.req) {
+	if r.noRetry || !replayable(r.req) {
 		return false
 	}
 	if err != nil {
@@ -323,6 +345,9 @@ func (r *request) next(attempt int, o outcome) (*http.Request, string) {
 	if attempt >= cfg.MaxAttempts {
 		return nil, fmt.Sprintf("%d attempts", attempt)
 	}
+	if o.stop {
+		return nil, "the backoff of Retry.NewBackOff said stop"
+	}
 	if h.hasWait && h.wait > cfg.MaxRetryAfter {
 		return nil, fmt.Sprintf("%s %v is longer than MaxRetryAfter %v", h.source, h.wait, cfg.MaxRetryAfter)
 	}
@@ -335,6 +360,9 @@ func (r *request) next(attempt int, o outcome) (*http.Request, string) {
 	case !h.throttled() && !r.spend(now):
 		return nil, "the key's retry budget is spent"
 	}
+	if cfg.Prepare != nil {
+		return r.prepared(attempt + 1)
+	}
 	if r.req.Body == nil || r.req.Body == http.NoBody {
 		return r.req, ""
 	}
@@ -345,6 +373,31 @@ func (r *request) next(attempt int, o outcome) (*http.Request, string) {
 	next := *r.req // shallow: the caller's request stays untouched
 	next.Body = body
 	return &next, ""
+}
+
+// prepared returns the request of retry number attempt as Retry.Prepare
+// makes it from a copy of the caller's, or why not. Should Prepare panic,
+// the copy's body is closed before the panic goes on.
+func (r *request) prepared(attempt int) (next *http.Request, why string) {
+	next = r.req.Clone(r.ctx)
+	if r.req.Body != nil && r.req.Body != http.NoBody {
+		body, err := r.req.GetBody()
+		if err != nil {
+			return nil, "GetBody: " + err.Error()
+		}
+		next.Body = body
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			closeBody(next)
+		}
+	}()
+	if err := r.t.cfg.retry.Prepare(next, attempt); err != nil {
+		return nil, "Retry.Prepare: " + err.Error()
+	}
+	ok = true
+	return next, ""
 }
 
 // earliest is the earliest a retry delayed by delay from now can go: after
@@ -373,6 +426,21 @@ func (r *request) backoff() time.Duration {
 		r.bo = r.t.cfg.retry.backoffFor()
 	}
 	return fullJitter(r.bo.NextBackOff())
+}
+
+// ownBackoff returns the delay before the next retry from Retry.NewBackOff's
+// backoff, never shorter than wait, or stop.
+func (r *request) ownBackoff(wait time.Duration) (delay time.Duration, stop bool) {
+	if r.own == nil {
+		if r.own = r.t.cfg.retry.NewBackOff(); r.own == nil {
+			r.own = &backoff.StopBackOff{} // a nil BackOff: no retries, rather than a panic
+		}
+	}
+	d := r.own.NextBackOff()
+	if d == backoff.Stop {
+		return wait, true
+	}
+	return max(d, wait), false
 }
 
 // freeSlot gives back the in-flight slot now, or when resp's body is done.
