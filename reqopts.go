@@ -21,6 +21,7 @@ type RequestOption struct {
 type reqConfig struct {
 	noRetry bool
 	key     string // "" : the Transport's
+	prio    int
 }
 
 type reqOptionsKey struct{}
@@ -66,6 +67,22 @@ func PartitionKey(key string) RequestOption {
 			return errors.New("an empty key")
 		}
 		c.key = key
+		return nil
+	}}
+}
+
+// Priority sets the request's place in its key's line: it goes before the
+// waiting requests of lower priority, among equals first come, first
+// served; 0 is every request's without it, and negative values are for
+// requests that can wait (a nightly batch beside users' calls). No
+// priority starves the rest: a waiting request's priority rises by one for
+// each second it has waited (aging), so a request of priority p is passed
+// only by requests of priority p+d that arrive less than d seconds after
+// it; its retries keep its place. A leaky bucket's Queue still bounds the
+// line, whatever the priority.
+func Priority(p int) RequestOption {
+	return RequestOption{name: "Priority", apply: func(c *reqConfig) error {
+		c.prio = p
 		return nil
 	}}
 }

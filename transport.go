@@ -117,7 +117,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		key = t.userKey(req)
 	}
 	ks := t.acquire(pol, key, req)
-	r := request{t: t, ks: ks, req: req, ctx: req.Context(), seq: t.seq.Add(1), start: time.Now(), noRetry: ro.noRetry}
+	r := request{t: t, ks: ks, req: req, ctx: req.Context(), seq: t.seq.Add(1), start: time.Now(), noRetry: ro.noRetry, prio: ro.prio}
 	defer func() { // deferred, so that a panicking base does not pin the key
 		ks.mu.Lock()
 		ks.refs--
@@ -157,6 +157,7 @@ type request struct {
 	shown  string                      // the URL as events show it, once an event needs it
 
 	noRetry bool // the request's NoRetry option
+	prio    int  // and its Priority
 }
 
 func (r *request) do() (*http.Response, error) {
@@ -184,7 +185,7 @@ func (r *request) do() (*http.Response, error) {
 		if attempt > 1 {
 			last = r.start.Add(r.t.cfg.retry.MaxElapsed)
 		}
-		tk, err := r.t.admit(r.ctx, r.ks, r.seq, attempt, last)
+		tk, err := r.t.admit(r.ctx, r.ks, place{seq: r.seq, prio: r.prio, arrived: r.start}, attempt, last)
 		r.waited += tk.waited
 		if err != nil {
 			closeBody(send)
