@@ -86,7 +86,11 @@ func (s *summary) print(w io.Writer, asJSON bool) {
 	}
 	fmt.Fprintf(w, "\n%s upload to %s\n", s.Client, s.Target)
 	if s.SharedVia != "" {
-		p("quota", "shared through Redis at %s with the other uploaders; %d times Redis stopped answering (paced alone meanwhile)", s.SharedVia, s.StoreAlone)
+		alone := ""
+		if s.StoreAlone > 0 {
+			alone = fmt.Sprintf("; Redis stopped answering (%d×): paced alone at a quarter of the quota meanwhile", s.StoreAlone)
+		}
+		p("quota", "shared through Redis at %s with the other uploaders%s", s.SharedVia, alone)
 	}
 	p("records", "%d uploaded, %d failed, %d not sent", s.Uploaded, s.Failed, s.NotSent)
 	if s.Skipped > 0 {
