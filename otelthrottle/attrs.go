@@ -5,6 +5,7 @@ package otelthrottle
 
 import (
 	"fmt"
+	"hash/maphash"
 	"net"
 	"strconv"
 	"strings"
@@ -56,7 +57,7 @@ type attrKey struct {
 }
 
 // attrKey returns the key of e's attributes for the instrument of shape s.
-func (m *Metrics) attrKey(s shape, e throttle.Event, a, b string, status int) attrKey {
+func (m *Metrics) attrKey(s shape, e *throttle.Event, a, b string, status int) attrKey {
 	k := attrKey{shape: s, origin: origin(e.URL), method: e.Method, status: status, a: a, b: b}
 	if m.key {
 		k.key = e.Key
@@ -64,29 +65,109 @@ func (m *Metrics) attrKey(s shape, e throttle.Event, a, b string, status int) at
 	return k
 }
 
-// maxSets bounds the attribute sets kept. Past it (many hosts, or many keys
-// with WithKeyAttribute) sets are made for each event, which allocates.
-const maxSets = 4096
+// maxSets bounds the combinations of attributes kept. Past it (many hosts,
+// or many keys with WithKeyAttribute), a new combination is recorded in the
+// overflow series, whose one attribute is otel.metric.overflow=true, as the
+// OTel SDK does past its own limit.
+const maxSets = 1024
 
-// attrCache keeps the attribute sets made, as measurement options.
+// overflowAttr marks the overflow series.
+const overflowAttr = "otel.metric.overflow"
+
+// attrCache keeps the attribute sets made. Reading is a lookup by a hash
+// of the key, without a lock: the map is replaced, not changed, when a
+// series is added, which happens once per combination.
 type attrCache struct {
-	m sync.Map // attrKey → metric.MeasurementOption
-	n atomic.Int64
+	seed maphash.Seed
+	m    atomic.Pointer[map[uint64]*series] // by hash; series of one hash are chained
+	mu   sync.Mutex                         // held to add a series
+	n    int                                // series kept
+
+	overflow series // past maxSets, of every new combination
 }
 
-// of returns the measurement option of k's attributes.
-func (c *attrCache) of(k attrKey) metric.MeasurementOption {
-	if o, ok := c.m.Load(k); ok {
-		return o.(metric.MeasurementOption)
+// A series is one combination of attributes: its set, as a measurement
+// option, and for a counter summed here (throttle.attempts) its count.
+type series struct {
+	key   attrKey
+	opt   metric.MeasurementOption
+	count atomic.Int64
+	next  *series // of the same hash
+}
+
+// hash is k's hash. (Cheaper than a map's own hash of a struct of strings,
+// which reflects on its type.)
+func (c *attrCache) hash(k *attrKey) uint64 {
+	h := maphash.String(c.seed, k.origin)
+	h = h*31 + maphash.String(c.seed, k.method)
+	h = h*31 + uint64(k.shape)<<32 + uint64(k.status)
+	if k.a != "" {
+		h = h*31 + maphash.String(c.seed, k.a)
 	}
-	o := metric.WithAttributeSet(k.set())
-	if c.n.Load() < maxSets {
-		k.origin, k.method, k.key = strings.Clone(k.origin), strings.Clone(k.method), strings.Clone(k.key)
-		if _, loaded := c.m.LoadOrStore(k, o); !loaded {
-			c.n.Add(1)
+	if k.b != "" {
+		h = h*31 + maphash.String(c.seed, k.b)
+	}
+	if k.key != "" {
+		h = h*31 + maphash.String(c.seed, k.key)
+	}
+	return h
+}
+
+// of returns the series of k's attributes; past maxSets, the overflow.
+func (c *attrCache) of(k attrKey) *series {
+	h := c.hash(&k)
+	if m := c.m.Load(); m != nil {
+		for s := (*m)[h]; s != nil; s = s.next {
+			if s.key == k {
+				return s
+			}
 		}
 	}
-	return o
+	return c.add(k, h)
+}
+
+// add adds the series of k, whose hash is h, if another did not first.
+func (c *attrCache) add(k attrKey, h uint64) *series {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old map[uint64]*series
+	if m := c.m.Load(); m != nil {
+		old = *m
+	}
+	for s := old[h]; s != nil; s = s.next {
+		if s.key == k {
+			return s
+		}
+	}
+	if c.n >= maxSets {
+		return &c.overflow
+	}
+	k.origin, k.method, k.key = strings.Clone(k.origin), strings.Clone(k.method), strings.Clone(k.key)
+	s := &series{key: k, opt: metric.WithAttributeSet(k.set()), next: old[h]}
+	m := make(map[uint64]*series, len(old)+1)
+	for h, s := range old {
+		m[h] = s
+	}
+	m[h] = s
+	c.m.Store(&m)
+	c.n++
+	return s
+}
+
+// each calls fn for each series kept of shape sh.
+func (c *attrCache) each(sh shape, fn func(*series)) {
+	if m := c.m.Load(); m != nil {
+		for _, s := range *m {
+			for ; s != nil; s = s.next {
+				if s.key.shape == sh {
+					fn(s)
+				}
+			}
+		}
+	}
+	if sh == shapeAttempt && c.overflow.count.Load() > 0 {
+		fn(&c.overflow)
+	}
 }
 
 // set makes k's attributes.
@@ -125,8 +206,8 @@ func (k attrKey) set() attribute.Set {
 
 // origin is the scheme and host that u, an event's URL, begins with.
 func origin(u string) string {
-	i := strings.Index(u, "://")
-	if i < 0 {
+	i := strings.IndexByte(u, ':')
+	if i < 0 || !strings.HasPrefix(u[i+1:], "//") {
 		return u
 	}
 	if j := strings.IndexByte(u[i+3:], '/'); j >= 0 {

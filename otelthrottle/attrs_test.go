@@ -3,6 +3,7 @@ package otelthrottle_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -183,4 +184,23 @@ func TestNewWithTheGlobalProvider(t *testing.T) {
 	require.NoError(t, err)
 	m.Events(nil)(throttle.Event{Kind: throttle.EventAnswered, URL: "https://api.test/", Method: "GET", Status: 200})
 	assert.True(t, strings.HasPrefix(otelthrottle.ScopeName, "github.com/throttlehttp/throttle"))
+}
+
+// Past 1024 combinations of attributes, a new one is recorded in the
+// overflow series, as the OTel SDK does past its own limit: the count is
+// kept, the number of series bounded.
+func TestOverflow(t *testing.T) {
+	m, reader := newMetrics(t)
+	record := m.Events(nil)
+	for i := range 1029 {
+		record(throttle.Event{Kind: throttle.EventAnswered, Method: "GET", URL: fmt.Sprintf("https://h%d.test/x", i), Status: 200})
+	}
+	record(throttle.Event{Kind: throttle.EventAnswered, Method: "GET", URL: "https://h0.test/y", Status: 200})
+	record(throttle.Event{Kind: throttle.EventThrottled, Method: "GET", URL: "https://h1028.test/x", Status: 429})
+	got := collect(t, reader)
+	attempts := got["throttle.attempts"]
+	assert.Equal(t, 1025, len(attempts))
+	assert.Equal(t, "5", attempts["otel.metric.overflow=true"])
+	assert.Equal(t, "2", attempts["http.request.method=GET,http.response.status_code=200,server.address=h0.test,server.port=443"])
+	assert.Equal(t, map[string]string{"otel.metric.overflow=true": "1"}, got["throttle.throttled"])
 }

@@ -30,29 +30,31 @@ func (m *Metrics) Events(next func(throttle.Event)) func(throttle.Event) {
 
 // record records e in the instruments.
 func (m *Metrics) record(e throttle.Event) {
+	if e.Kind == throttle.EventAnswered { // the one event of every request: first, and without ctx
+		m.sets.of(m.answerKey(shapeAttempt, &e)).count.Add(1)
+		return
+	}
 	ctx := e.Context
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	switch e.Kind {
-	case throttle.EventAnswered:
-		m.attempts.Add(ctx, 1, m.sets.of(m.answerKey(shapeAttempt, e)))
 	case throttle.EventRetry:
-		m.retries.Add(ctx, 1, m.sets.of(m.answerKey(shapeRetry, e)))
+		m.retries.Add(ctx, 1, m.sets.of(m.answerKey(shapeRetry, &e)).opt)
 	case throttle.EventThrottled:
-		m.throttled.Add(ctx, 1, m.sets.of(m.attrKey(shapeThrottled, e, "", "", e.Status)))
+		m.throttled.Add(ctx, 1, m.sets.of(m.attrKey(shapeThrottled, &e, "", "", e.Status)).opt)
 	case throttle.EventPaused:
-		m.pauses.Add(ctx, 1, m.sets.of(m.attrKey(shapePaused, e, e.Reason, e.Source, 0)))
+		m.pauses.Add(ctx, 1, m.sets.of(m.attrKey(shapePaused, &e, e.Reason, e.Source, 0)).opt)
 	case throttle.EventWaited:
-		m.wait.Record(ctx, e.Wait.Seconds(), m.sets.of(m.attrKey(shapeWaited, e, e.Limit.String(), "", 0)))
+		m.wait.Record(ctx, e.Wait.Seconds(), m.sets.of(m.attrKey(shapeWaited, &e, e.Limit.String(), "", 0)).opt)
 	case throttle.EventRefused:
-		m.refusals.Add(ctx, 1, m.sets.of(m.attrKey(shapeRefused, e, refusal(e.Err), e.Limit.String(), 0)))
+		m.refusals.Add(ctx, 1, m.sets.of(m.attrKey(shapeRefused, &e, refusal(e.Err), e.Limit.String(), 0)).opt)
 	}
 }
 
 // answerKey is the attributes of an attempt's answer: its status code, or
 // the type of the base's error.
-func (m *Metrics) answerKey(s shape, e throttle.Event) attrKey {
+func (m *Metrics) answerKey(s shape, e *throttle.Event) attrKey {
 	if e.Status != 0 || e.Err == nil {
 		return m.attrKey(s, e, "", "", e.Status)
 	}

@@ -4,9 +4,11 @@ package otelthrottle
 
 import (
 	"fmt"
+	"hash/maphash"
 	"sync"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/throttlehttp/throttle"
@@ -23,12 +25,12 @@ const ScopeName = "github.com/throttlehttp/throttle/otelthrottle"
 type Metrics struct {
 	key bool // WithKeyAttribute
 
-	wait      metric.Float64Histogram // throttle.wait.duration
-	attempts  metric.Int64Counter     // throttle.attempts
-	throttled metric.Int64Counter     // throttle.throttled
-	pauses    metric.Int64Counter     // throttle.pauses
-	retries   metric.Int64Counter     // throttle.retries
-	refusals  metric.Int64Counter     // throttle.refusals
+	wait      metric.Float64Histogram       // throttle.wait.duration
+	attempts  metric.Int64ObservableCounter // throttle.attempts: summed in sets, observed at collection
+	throttled metric.Int64Counter           // throttle.throttled
+	pauses    metric.Int64Counter           // throttle.pauses
+	retries   metric.Int64Counter           // throttle.retries
+	refusals  metric.Int64Counter           // throttle.refusals
 
 	sets attrCache
 
@@ -54,6 +56,8 @@ func New(opts ...Option) (*Metrics, error) {
 	}
 	meter := c.provider.Meter(ScopeName)
 	m := &Metrics{key: c.key, observed: make(map[*throttle.Transport]int)}
+	m.sets.seed = maphash.MakeSeed()
+	m.sets.overflow.opt = metric.WithAttributeSet(attribute.NewSet(attribute.Bool(overflowAttr, true)))
 	var err error
 	check := func(e error) {
 		if err == nil && e != nil {
@@ -65,7 +69,7 @@ func New(opts ...Option) (*Metrics, error) {
 		metric.WithDescription("How long an attempt waited for its turn, by the limit it waited for last; attempts that went at once are not recorded."),
 		metric.WithExplicitBucketBoundaries(waitBuckets...))
 	check(e)
-	m.attempts, e = meter.Int64Counter("throttle.attempts", metric.WithUnit("{attempt}"),
+	m.attempts, e = meter.Int64ObservableCounter("throttle.attempts", metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts sent to the base RoundTripper that came back, by status code or error type."))
 	check(e)
 	m.throttled, e = meter.Int64Counter("throttle.throttled", metric.WithUnit("{response}"),
@@ -89,7 +93,7 @@ func New(opts ...Option) (*Metrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("otelthrottle: %w", err)
 	}
-	if _, err := meter.RegisterCallback(m.observe(waiting, inFlight), waiting, inFlight); err != nil {
+	if _, err := meter.RegisterCallback(m.observe(waiting, inFlight), m.attempts, waiting, inFlight); err != nil {
 		return nil, fmt.Errorf("otelthrottle: %w", err)
 	}
 	return m, nil

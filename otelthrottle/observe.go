@@ -36,9 +36,11 @@ func (m *Metrics) Observe(t *throttle.Transport) (stop func()) {
 	}
 }
 
-// observe returns the gauges' callback.
+// observe returns the callback of the observed instruments: the attempts
+// counted, and the gauges.
 func (m *Metrics) observe(waiting, inFlight metric.Int64ObservableUpDownCounter) metric.Callback {
 	return func(_ context.Context, o metric.Observer) error {
+		m.sets.each(shapeAttempt, func(s *series) { o.ObserveInt64(m.attempts, s.count.Load(), s.opt) })
 		m.mu.Lock()
 		ts := make([]*throttle.Transport, 0, len(m.observed))
 		for t := range m.observed {
