@@ -20,18 +20,18 @@ import (
 //	t := throttle.New(base, throttle.WithEvents(m.Events(logEvent)))
 func (m *Metrics) Events(next func(throttle.Event)) func(throttle.Event) {
 	if next == nil {
-		return m.record
+		return func(e throttle.Event) { m.record(&e) }
 	}
 	return func(e throttle.Event) {
-		m.record(e)
+		m.record(&e)
 		next(e)
 	}
 }
 
 // record records e in the instruments.
-func (m *Metrics) record(e throttle.Event) {
+func (m *Metrics) record(e *throttle.Event) {
 	if e.Kind == throttle.EventAnswered { // the one event of every request: first, and without ctx
-		m.sets.of(m.answerKey(shapeAttempt, &e)).count.Add(1)
+		m.sets.of(m.answerKey(shapeAttempt, e)).count.Add(1)
 		return
 	}
 	ctx := e.Context
@@ -40,15 +40,15 @@ func (m *Metrics) record(e throttle.Event) {
 	}
 	switch e.Kind {
 	case throttle.EventRetry:
-		m.retries.Add(ctx, 1, m.sets.of(m.answerKey(shapeRetry, &e)).opt)
+		m.retries.Add(ctx, 1, m.sets.of(m.answerKey(shapeRetry, e)).opt)
 	case throttle.EventThrottled:
-		m.throttled.Add(ctx, 1, m.sets.of(m.attrKey(shapeThrottled, &e, "", "", e.Status)).opt)
+		m.throttled.Add(ctx, 1, m.sets.of(m.attrKey(shapeThrottled, e, "", "", e.Status)).opt)
 	case throttle.EventPaused:
-		m.pauses.Add(ctx, 1, m.sets.of(m.attrKey(shapePaused, &e, e.Reason, e.Source, 0)).opt)
+		m.pauses.Add(ctx, 1, m.sets.of(m.attrKey(shapePaused, e, e.Reason, e.Source, 0)).opt)
 	case throttle.EventWaited:
-		m.wait.Record(ctx, e.Wait.Seconds(), m.sets.of(m.attrKey(shapeWaited, &e, e.Limit.String(), "", 0)).opt)
+		m.wait.Record(ctx, e.Wait.Seconds(), m.sets.of(m.attrKey(shapeWaited, e, e.Limit.String(), "", 0)).opt)
 	case throttle.EventRefused:
-		m.refusals.Add(ctx, 1, m.sets.of(m.attrKey(shapeRefused, &e, refusal(e.Err), e.Limit.String(), 0)).opt)
+		m.refusals.Add(ctx, 1, m.sets.of(m.attrKey(shapeRefused, e, refusal(e.Err), e.Limit.String(), 0)).opt)
 	}
 }
 
