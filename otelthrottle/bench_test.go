@@ -70,3 +70,20 @@ func BenchmarkRoundTrip(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRecord measures the metrics' own part: recording an attempt's
+// answer, the one event of every request.
+func BenchmarkRecord(b *testing.B) {
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	m, err := otelthrottle.New(otelthrottle.WithMeterProvider(mp))
+	if err != nil {
+		b.Fatal(err)
+	}
+	record := m.Events(nil)
+	e := throttle.Event{Kind: throttle.EventAnswered, Key: "api.example.com", Method: http.MethodGet,
+		URL: "https://api.example.com/v1/items", Attempt: 1, Status: http.StatusOK}
+	b.ReportAllocs()
+	for b.Loop() {
+		record(e)
+	}
+}
