@@ -50,7 +50,7 @@ const (
 type attrKey struct {
 	shape  shape
 	origin string // scheme://host[:port], as the event's URL begins
-	method string
+	method string // as http.request.method says it: see method
 	status int
 	a, b   string
 	key    string // the partition key, with WithKeyAttribute
@@ -58,7 +58,7 @@ type attrKey struct {
 
 // attrKey returns the key of e's attributes for the instrument of shape s.
 func (m *Metrics) attrKey(s shape, e *throttle.Event, a, b string, status int) attrKey {
-	k := attrKey{shape: s, origin: origin(e.URL), method: e.Method, status: status, a: a, b: b}
+	k := attrKey{shape: s, origin: origin(e.URL), method: method(e.Method), status: status, a: a, b: b}
 	if m.key {
 		k.key = e.Key
 	}
@@ -75,24 +75,41 @@ const maxSets = 1024
 const overflowAttr = "otel.metric.overflow"
 
 // attrCache keeps the attribute sets made. Reading is a lookup by a hash
-// of the key, without a lock: the map is replaced, not changed, when a
-// series is added, which happens once per combination.
+// of the key, without a lock: the map is replaced, not changed, when a key
+// is added, which happens once per combination. Keys that make the same
+// attributes ("https://API.example.com" and "https://api.example.com:443")
+// share one series.
 type attrCache struct {
 	seed maphash.Seed
-	m    atomic.Pointer[map[uint64]*series] // by hash; series of one hash are chained
-	mu   sync.Mutex                         // held to add a series
-	n    int                                // series kept
+	m    atomic.Pointer[map[uint64]*entry] // by hash; keys of one hash are chained
+	full atomic.Bool                       // maxSets keys are kept
+
+	mu     sync.Mutex // held to add a key
+	n      int        // keys kept
+	series map[seriesKey]*series
 
 	overflow series // past maxSets, of every new combination
 }
 
-// A series is one combination of attributes: its set, as a measurement
-// option, and for a counter summed here (throttle.attempts) its count.
+// An entry is a key kept, and its series.
+type entry struct {
+	key  attrKey
+	s    *series
+	next *entry // of the same hash
+}
+
+// seriesKey names a series: its instrument, by shape, and its attributes.
+type seriesKey struct {
+	shape shape
+	set   attribute.Distinct
+}
+
+// A series is one combination of attributes of one instrument: its set,
+// as a measurement option, and for a counter summed here
+// (throttle.attempts) its count.
 type series struct {
-	key   attrKey
 	opt   metric.MeasurementOption
 	count atomic.Int64
-	next  *series // of the same hash
 }
 
 // hash is k's hash. (Cheaper than a map's own hash of a struct of strings,
@@ -117,52 +134,63 @@ func (c *attrCache) hash(k *attrKey) uint64 {
 func (c *attrCache) of(k attrKey) *series {
 	h := c.hash(&k)
 	if m := c.m.Load(); m != nil {
-		for s := (*m)[h]; s != nil; s = s.next {
-			if s.key == k {
-				return s
+		for e := (*m)[h]; e != nil; e = e.next {
+			if e.key == k {
+				return e.s
 			}
 		}
+	}
+	if c.full.Load() {
+		return &c.overflow
 	}
 	return c.add(k, h)
 }
 
-// add adds the series of k, whose hash is h, if another did not first.
+// add adds k, whose hash is h, if another did not first.
 func (c *attrCache) add(k attrKey, h uint64) *series {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var old map[uint64]*series
+	var old map[uint64]*entry
 	if m := c.m.Load(); m != nil {
 		old = *m
 	}
-	for s := old[h]; s != nil; s = s.next {
-		if s.key == k {
-			return s
+	for e := old[h]; e != nil; e = e.next {
+		if e.key == k {
+			return e.s
 		}
 	}
 	if c.n >= maxSets {
+		c.full.Store(true)
 		return &c.overflow
 	}
-	k.origin, k.method, k.key = strings.Clone(k.origin), strings.Clone(k.method), strings.Clone(k.key)
-	s := &series{key: k, opt: metric.WithAttributeSet(k.set()), next: old[h]}
-	m := make(map[uint64]*series, len(old)+1)
-	for h, s := range old {
-		m[h] = s
+	set := k.set()
+	sk := seriesKey{k.shape, set.Equivalent()}
+	s := c.series[sk]
+	if s == nil {
+		s = &series{opt: metric.WithAttributeSet(set)}
+		if c.series == nil {
+			c.series = make(map[seriesKey]*series)
+		}
+		c.series[sk] = s
 	}
-	m[h] = s
+	k.origin, k.key = strings.Clone(k.origin), strings.Clone(k.key)
+	m := make(map[uint64]*entry, len(old)+1)
+	for h, e := range old {
+		m[h] = e
+	}
+	m[h] = &entry{key: k, s: s, next: old[h]}
 	c.m.Store(&m)
 	c.n++
 	return s
 }
 
-// each calls fn for each series kept of shape sh.
+// each calls fn for each series of shape sh, and the overflow.
 func (c *attrCache) each(sh shape, fn func(*series)) {
-	if m := c.m.Load(); m != nil {
-		for _, s := range *m {
-			for ; s != nil; s = s.next {
-				if s.key.shape == sh {
-					fn(s)
-				}
-			}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, s := range c.series {
+		if k.shape == sh {
+			fn(s)
 		}
 	}
 	if sh == shapeAttempt && c.overflow.count.Load() > 0 {
@@ -179,7 +207,7 @@ func (k attrKey) set() attribute.Set {
 		kv = append(kv, attribute.Int(serverPort, port))
 	}
 	if k.shape != shapePaused {
-		kv = append(kv, attribute.String(methodAttr, method(k.method)))
+		kv = append(kv, attribute.String(methodAttr, k.method))
 	}
 	switch k.shape {
 	case shapeAttempt, shapeRetry:

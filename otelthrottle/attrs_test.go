@@ -204,3 +204,23 @@ func TestOverflow(t *testing.T) {
 	assert.Equal(t, "2", attempts["http.request.method=GET,http.response.status_code=200,server.address=h0.test,server.port=443"])
 	assert.Equal(t, map[string]string{"otel.metric.overflow=true": "1"}, got["throttle.throttled"])
 }
+
+// URLs that name one server one way or another count in one series; so do
+// methods of no RFC.
+func TestOneServerOneSeries(t *testing.T) {
+	m, reader := newMetrics(t)
+	record := m.Events(nil)
+	for _, e := range []struct{ method, url string }{
+		{"GET", "https://api.example.com/x"},
+		{"GET", "https://API.Example.com/y"},
+		{"GET", "https://api.example.com:443/z"},
+		{"PROPFIND", "https://api.example.com/x"},
+		{"MKCOL", "https://api.example.com/x"},
+	} {
+		record(throttle.Event{Kind: throttle.EventAnswered, Method: e.method, URL: e.url, Status: 200})
+	}
+	assert.Equal(t, map[string]string{
+		"http.request.method=GET,http.response.status_code=200,server.address=api.example.com,server.port=443":    "3",
+		"http.request.method=_OTHER,http.response.status_code=200,server.address=api.example.com,server.port=443": "2",
+	}, collect(t, reader)["throttle.attempts"])
+}
