@@ -215,3 +215,37 @@ func TestMetricsOfAThrottledJob(t *testing.T) {
 			"1:throttled", "1:waited", "1:waited", "2:answered", "2:waited"}, mine.kinds)
 	})
 }
+
+// The gauges count the Transports observed, each once however often it is
+// observed, until its last stop.
+func TestObserveUntilStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, reader := newMetrics(t)
+		arrived, release := make(chan struct{}), make(chan struct{})
+		base := rtFunc(func(req *http.Request) (*http.Response, error) {
+			arrived <- struct{}{}
+			<-release
+			return reply(req, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithEvents(m.Events(nil)))
+		defer rt.Close()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, err := get(context.Background(), t, rt, http.MethodGet, "https://api.test/x")
+			assert.NoError(t, err)
+		}()
+		<-arrived
+		inFlight := func() string { return collect(t, reader)["throttle.requests.in_flight"][""] }
+		assert.Equal(t, "0", inFlight(), "not observed")
+		stop1, stop2 := m.Observe(rt), m.Observe(rt)
+		assert.Equal(t, "1", inFlight(), "observed twice, counted once")
+		stop1()
+		stop1()
+		assert.Equal(t, "1", inFlight(), "a stop called twice stops once")
+		stop2()
+		assert.Equal(t, "0", inFlight())
+		close(release)
+		<-done
+	})
+}

@@ -17,8 +17,13 @@ import (
 // at each collection, which locks each of t's keys in turn, once: a cost
 // in proportion to the keys live, paid at the collection interval, never
 // on a request. Without WithKeyAttribute they are totals of every Transport
-// observed (Stats says nothing of hosts); with it, one series per key.
+// observed (Stats says nothing of hosts); with it, one series per key. A
+// Transport observed twice counts once, until both stops are called. Observe
+// panics if t is nil.
 func (m *Metrics) Observe(t *throttle.Transport) (stop func()) {
+	if t == nil {
+		panic("otelthrottle: Observe of a nil Transport")
+	}
 	m.mu.Lock()
 	m.observed[t]++
 	m.mu.Unlock()
