@@ -4,6 +4,8 @@ package otelthrottle
 // combination and kept, so that recording an event allocates nothing.
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"net"
@@ -278,11 +280,17 @@ func method(m string) string {
 	return "_OTHER"
 }
 
-// errorType is error.type for an attempt the base answered with err: the
-// error's Go type, as OTel's HTTP instrumentation names it, or "timeout".
+// errorType is error.type for an attempt the base answered with err:
+// "timeout" (a net.Error's Timeout, the context's deadline), "canceled"
+// (the context's), else the error's Go type, as OTel's HTTP
+// instrumentation names it.
 func errorType(err error) string {
-	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
 		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
 	}
 	return fmt.Sprintf("%T", err)
 }

@@ -39,6 +39,10 @@ func TestAttemptAttributes(t *testing.T) {
 			"http.request.method=_OTHER,http.response.status_code=200,server.address=dav.example.com,server.port=443"},
 		{"a timeout", http.MethodPost, "https://api.example.com/x", fails(timeout),
 			"error.type=timeout,http.request.method=POST,server.address=api.example.com,server.port=443"},
+		{"the context canceled", http.MethodPost, "https://api.example.com/x", fails(context.Canceled),
+			"error.type=canceled,http.request.method=POST,server.address=api.example.com,server.port=443"},
+		{"the context's deadline", http.MethodPost, "https://api.example.com/x", fails(context.DeadlineExceeded),
+			"error.type=timeout,http.request.method=POST,server.address=api.example.com,server.port=443"},
 		{"a reset connection", http.MethodPost, "https://api.example.com/x", fails(reset),
 			"error.type=*net.OpError,http.request.method=POST,server.address=api.example.com,server.port=443"},
 	}

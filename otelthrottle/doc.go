@@ -56,8 +56,9 @@
 //   - http.request.method: the request's method; "_OTHER" for one not of
 //     RFC 9110 or PATCH.
 //   - http.response.status_code: the attempt's status code; error.type, for
-//     an attempt that got no answer, "timeout" or the Go type of the base
-//     RoundTripper's error (such as "*net.OpError").
+//     an attempt that got no answer, "timeout", "canceled" (the context's),
+//     or the Go type of the base RoundTripper's error (such as
+//     "*net.OpError").
 //   - throttle.limit: the limit waited for last (EventWaited), or that held
 //     a refused request (EventRefused), as throttle.Limit's String says it:
 //     "rate", "queue", "window", "pause", "probe", "ramp", "in-flight",

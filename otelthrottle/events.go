@@ -15,7 +15,7 @@ import (
 // nil. As a Transport takes one events function, next is where your own
 // goes (a logger, say); it gets every event, whatever the metrics make of
 // it. The metrics are recorded with the event's Context, so an exemplar can
-// name the request's trace.
+// name the request's trace (all but throttle.attempts, summed here).
 //
 //	t := throttle.New(base, throttle.WithEvents(m.Events(logEvent)))
 func (m *Metrics) Events(next func(throttle.Event)) func(throttle.Event) {
