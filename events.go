@@ -53,6 +53,12 @@ const (
 	// ErrMaxElapsed, ErrStoreUnavailable, or the context's error), and
 	// Event.Limit which limit held it.
 	EventRefused
+	// EventAnswered: an attempt sent to the base RoundTripper came back:
+	// Event.Status is the answer's status code, or Event.Err the base's
+	// error (Status 0). Sent for every attempt sent, before what the
+	// answer teaches (EventThrottled, EventPace, EventPaused), so a
+	// handler can count attempts and their answers.
+	EventAnswered
 )
 
 func (k EventKind) String() string {
@@ -73,6 +79,8 @@ func (k EventKind) String() string {
 		return "waited"
 	case EventRefused:
 		return "refused"
+	case EventAnswered:
+		return "answered"
 	}
 	return "unknown"
 }
@@ -180,9 +188,10 @@ func (r *request) refused(attempt int, err error) {
 	r.emit(e)
 }
 
-// told tells what an attempt's answer taught: a quota signal, the pace, a
-// pause.
+// told tells an attempt's answer, and what it taught: a quota signal, the
+// pace, a pause.
 func (r *request) told(attempt int, resp *http.Response, err error, o outcome) {
+	r.emit(Event{Kind: EventAnswered, Attempt: attempt, Status: status(resp), Err: err})
 	if o.h.throttled() {
 		r.emit(Event{Kind: EventThrottled, Attempt: attempt, Status: resp.StatusCode})
 	}

@@ -77,7 +77,7 @@ func ExampleWithEvents() {
 	}))
 	rt := throttle.New(base, throttle.WithRetry(throttle.Retry{InitialDelay: time.Microsecond}),
 		throttle.WithEvents(func(e throttle.Event) {
-			if e.Kind != throttle.EventWaited { // one per request in a paced job: counted, not logged
+			if e.Kind != throttle.EventWaited && e.Kind != throttle.EventAnswered { // one per attempt: counted, not logged
 				logger.Info("throttle", "event", e)
 			}
 		}))
