@@ -22,7 +22,7 @@ import (
 func TestMemoryStore(t *testing.T) {
 	for _, tc := range storetest.Tests {
 		t.Run(tc.Name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { tc.Fn(t, throttle.NewMemoryStore()) })
+			synctest.Test(t, func(t *testing.T) { tc.Fn(t, throttle.NewMemoryStore(), storetest.Clock{}) })
 		})
 	}
 }
