@@ -159,8 +159,31 @@ func (r *request) emit(e Event) {
 // shownURL is u as events show it: without user info, query or fragment,
 // which may hold credentials ("https://user:pass@host/p?api_key=…").
 func shownURL(u *url.URL) string {
+	if u.Opaque == "" && u.Scheme != "" && plainHost(u.Host) {
+		p := u.EscapedPath()
+		if p != "" && p[0] != '/' {
+			p = "/" + p
+		}
+		return u.Scheme + "://" + u.Host + p // what url.URL.String makes of these, in one allocation
+	}
 	v := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath, Opaque: u.Opaque}
 	return v.String()
+}
+
+// plainHost reports whether h is a host url.URL.String writes as it is:
+// letters, digits, '.', '-', ':', '[' and ']' (a name, an IP, a port).
+func plainHost(h string) bool {
+	if h == "" {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		switch c := h[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '-', c == ':', c == '[', c == ']':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // admitted tells an attempt's wait for its turn, if it waited, and the
