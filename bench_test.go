@@ -38,12 +38,12 @@ func BenchmarkRoundTrip(b *testing.B) {
 		benchRoundTrip(b, rt)
 	})
 	b.Run("paced", func(b *testing.B) {
-		rt := throttle.New(okBase(), throttle.WithPolicy(throttle.Policy{Rate: rate.Limit(1e12), Burst: 1 << 30}))
+		rt := throttle.New(okBase(), throttle.WithPolicy(throttle.Policy{Rate: rate.Limit(1e9), Burst: 1 << 30}))
 		defer rt.Close()
 		benchRoundTrip(b, rt)
 	})
 	b.Run("paced-window-inflight", func(b *testing.B) {
-		rt := throttle.New(okBase(), throttle.WithPolicy(throttle.Policy{Rate: rate.Limit(1e12), Burst: 1 << 30,
+		rt := throttle.New(okBase(), throttle.WithPolicy(throttle.Policy{Rate: rate.Limit(1e9), Burst: 1 << 30,
 			Windows: []throttle.Window{{N: 1 << 30, Per: 1}}, MaxInFlight: 1 << 20}))
 		defer rt.Close()
 		benchRoundTrip(b, rt)
@@ -54,7 +54,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 func BenchmarkRoundTripParallel(b *testing.B) {
 	for _, keys := range []int{1, 10_000} {
 		b.Run("keys="+strconv.Itoa(keys), func(b *testing.B) {
-			rt := throttle.New(okBase(), throttle.WithPolicy(throttle.Policy{Rate: rate.Limit(1e12), Burst: 1 << 30}))
+			rt := throttle.New(okBase(), throttle.WithPolicy(throttle.Policy{Rate: rate.Limit(1e9), Burst: 1 << 30}))
 			defer rt.Close()
 			reqs := make([]*http.Request, keys)
 			for i := range reqs {

@@ -126,7 +126,10 @@ func TestOneStatePerKeyUnderSweeps(t *testing.T) {
 	distinct := 0
 	used.Range(func(any, any) bool { distinct++; return true })
 	t.Logf("%d keys used, %d live at the end", distinct, len(s.Keys))
-	if len(s.Keys) > distinct*3/4 {
+	// How many are live at the end depends on where the last sweep fell
+	// (sweeps come each time the live keys have doubled): from about a
+	// third to nearly all since it. Some must have been dropped.
+	if dropped := distinct - len(s.Keys); dropped < distinct/10 {
 		t.Errorf("%d keys live of %d used: the sweeps dropped few; the test proves little", len(s.Keys), distinct)
 	}
 	if s.Total.Queued != 0 || s.Total.InFlight != 0 || s.Total.Slots != 0 {

@@ -59,6 +59,17 @@
 //			Windows: []throttle.Window{{N: 5000, Per: time.Hour}}}),
 //	)}
 //
+// # Many processes, one quota
+//
+// A Transport's limits hold across the requests that pass through it. When
+// several processes (pods, workers, cron shards) spend one API key's quota,
+// give each Transport the same [Store] with [WithStore], and the same
+// Policy, the whole quota: package redisstore shares through Redis,
+// [MemoryStore] among the Transports of one process. Each Transport keeps
+// its own line per key; its head asks the Store for a departure, one round
+// trip, and waits for it there. A pause or a cut pace one Transport learns
+// from its answers holds for all.
+//
 // [ParseRetryAfter] and [ParseQuota] read the server's signals on their own,
 // for callers who need them outside a Transport.
 //

@@ -83,11 +83,17 @@ const (
 	// LimitQuota: the server's quota headers: what it said remains is
 	// spent until its reset, or until its bucket refills.
 	LimitQuota
+	// LimitStore: the Store set by WithStore: the departure it booked for
+	// the request (other Transports' requests went first, or one of them
+	// paused the key), or the Store could not be reached
+	// (ErrStoreUnavailable).
+	LimitStore
 )
 
 var limitNames = [...]string{
 	LimitNone: "none", LimitLine: "line", LimitRate: "rate", LimitQueue: "queue", LimitWindow: "window",
 	LimitPause: "pause", LimitProbe: "probe", LimitRamp: "ramp", LimitInFlight: "in-flight", LimitBackoff: "backoff", LimitQuota: "quota",
+	LimitStore: "store",
 }
 
 func (l Limit) String() string {
@@ -105,7 +111,7 @@ type WaitError struct {
 	Limit   Limit     // what held it
 	Window  Window    // with LimitWindow: which window; else zero
 	Until   time.Time // when the limit would have admitted it; zero if unknown
-	Err     error     // ErrQueueFull, ErrClosed, ErrWouldExceedDeadline, ErrPaused, ErrMaxElapsed or the context's error
+	Err     error     // ErrQueueFull, ErrClosed, ErrWouldExceedDeadline, ErrPaused, ErrMaxElapsed, ErrStoreUnavailable or the context's error
 }
 
 func (e *WaitError) Error() string {

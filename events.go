@@ -1,7 +1,11 @@
 package throttle
 
 import (
+	"context"
+	"errors"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -33,6 +37,28 @@ const (
 	// the pace learned, sent when first learned and when it moves by a
 	// tenth).
 	EventPace
+	// EventStore: the Store set by WithStore could not be reached, and
+	// booked departures alone (Event.Err says why; see redisstore's
+	// FailOpen), or, with Event.Err nil, it is shared again. Sent when
+	// this changes, not for every request.
+	EventStore
+	// EventWaited: an attempt waited for its turn, and got it: Event.Wait
+	// is how long, Event.Limit what it waited for last (the limit that
+	// let it go: LimitRate, LimitWindow, LimitPause, LimitLine…). Not sent
+	// for an attempt that went at once.
+	EventWaited
+	// EventRefused: a request ended without being sent (this attempt, or
+	// the retry it waited to make): Event.Err says why, a *WaitError
+	// (ErrQueueFull, ErrWouldExceedDeadline, ErrPaused, ErrClosed,
+	// ErrMaxElapsed, ErrStoreUnavailable, or the context's error), and
+	// Event.Limit which limit held it.
+	EventRefused
+	// EventAnswered: an attempt sent to the base RoundTripper came back:
+	// Event.Status is the answer's status code, or Event.Err the base's
+	// error (Status 0). Sent for every attempt sent, before what the
+	// answer teaches (EventThrottled, EventPace, EventPaused), so a
+	// handler can count attempts and their answers.
+	EventAnswered
 )
 
 func (k EventKind) String() string {
@@ -47,28 +73,45 @@ func (k EventKind) String() string {
 		return "gave up"
 	case EventPace:
 		return "pace"
+	case EventStore:
+		return "store"
+	case EventWaited:
+		return "waited"
+	case EventRefused:
+		return "refused"
+	case EventAnswered:
+		return "answered"
 	}
 	return "unknown"
 }
 
 // An Event is something that matters in the life of a request, given to the
-// function set by [WithEvents].
+// function set by [WithEvents]. Every event is about one request, and says
+// which: its Method, its URL (without user info, query or fragment, which
+// may hold credentials) and its Context, from which a handler can read the
+// request's trace span or logger.
 type Event struct {
 	Kind    EventKind
-	Key     string        // the partition key
-	Attempt int           // the attempt this follows: 1 for the first
-	Status  int           // the attempt's status code; 0 after a network error
-	Err     error         // the attempt's error, if any
-	Until   time.Time     // EventPaused: the end of the pause
-	Source  string        // EventPaused: "Retry-After", "RateLimit", "X-RateLimit-Reset" or "backoff"
-	Delay   time.Duration // EventRetry: the delay before the next attempt
-	Rate    rate.Limit    // EventPace: the pace now
-	Reason  string        // EventGaveUp: why retrying ended; EventPaused: "quota" or "outage"; EventPace: where the pace comes from
+	Key     string          // the partition key
+	Method  string          // the request's method
+	URL     string          // the request's URL: scheme, host and path only
+	Context context.Context // the request's context; not logged by LogValue
+	Attempt int             // the attempt this follows: 1 for the first
+	Status  int             // the attempt's status code; 0 after a network error
+	Err     error           // the attempt's error, if any
+	Until   time.Time       // EventPaused: the end of the pause
+	Source  string          // EventPaused: "Retry-After", "RateLimit", "X-RateLimit-Reset" or "backoff"
+	Delay   time.Duration   // EventRetry: the delay before the next attempt
+	Rate    rate.Limit      // EventPace: the pace now
+	Reason  string          // EventGaveUp: why retrying ended; EventPaused: "quota" or "outage"; EventPace: where the pace comes from
+	Wait    time.Duration   // EventWaited: how long the attempt waited for its turn
+	Limit   Limit           // EventWaited: what it waited for last; EventRefused: what held it
 }
 
 // LogValue makes an Event log as a group of its set fields with log/slog.
 func (e Event) LogValue() slog.Value {
-	attrs := []slog.Attr{slog.String("kind", e.Kind.String()), slog.String("key", e.Key), slog.Int("attempt", e.Attempt)}
+	attrs := []slog.Attr{slog.String("kind", e.Kind.String()), slog.String("key", e.Key),
+		slog.String("method", e.Method), slog.String("url", e.URL), slog.Int("attempt", e.Attempt)}
 	if e.Status != 0 {
 		attrs = append(attrs, slog.Int("status", e.Status))
 	}
@@ -90,11 +133,100 @@ func (e Event) LogValue() slog.Value {
 	if e.Reason != "" {
 		attrs = append(attrs, slog.String("reason", e.Reason))
 	}
+	if e.Wait != 0 {
+		attrs = append(attrs, slog.Duration("wait", e.Wait))
+	}
+	if e.Limit != LimitNone {
+		attrs = append(attrs, slog.String("limit", e.Limit.String()))
+	}
 	return slog.GroupValue(attrs...)
 }
 
-func (t *Transport) emit(e Event) {
-	if t.cfg.events != nil {
-		t.cfg.events(e)
+// emit gives e, about r, to the events function, with what every event
+// says of its request. Callers check that there is one first, so that no
+// event is made without one.
+func (r *request) emit(e Event) {
+	if r.shown == "" {
+		r.shown = shownURL(r.req.URL)
+	}
+	e.Key, e.Method, e.URL, e.Context = r.ks.name(), r.req.Method, r.shown, r.ctx
+	if e.Method == "" {
+		e.Method = http.MethodGet // as net/http reads an empty one
+	}
+	r.t.cfg.events(e)
+}
+
+// shownURL is u as events show it: without user info, query or fragment,
+// which may hold credentials ("https://user:pass@host/p?api_key=…").
+func shownURL(u *url.URL) string {
+	if u.Opaque == "" && u.Scheme != "" && plainHost(u.Host) {
+		p := u.EscapedPath()
+		if p != "" && p[0] != '/' {
+			p = "/" + p
+		}
+		return u.Scheme + "://" + u.Host + p // what url.URL.String makes of these, in one allocation
+	}
+	v := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath, Opaque: u.Opaque}
+	return v.String()
+}
+
+// plainHost reports whether h is a host url.URL.String writes as it is:
+// letters, digits, '.', '-', ':', '[' and ']' (a name, an IP, a port).
+func plainHost(h string) bool {
+	if h == "" {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		switch c := h[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '-', c == ':', c == '[', c == ']':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// admitted tells an attempt's wait for its turn, if it waited, and the
+// Store's news.
+func (r *request) admitted(attempt int, tk ticket) {
+	if tk.asked {
+		r.storeNews(tk)
+	}
+	if tk.waited > 0 {
+		r.emit(Event{Kind: EventWaited, Attempt: attempt, Wait: tk.waited, Limit: tk.heldBy})
+	}
+}
+
+// refused tells a request that ended without being sent: err is a
+// *WaitError, or the context's error.
+func (r *request) refused(attempt int, err error) {
+	if r.t.cfg.events == nil {
+		return
+	}
+	e := Event{Kind: EventRefused, Attempt: attempt, Err: err}
+	var we *WaitError
+	if errors.As(err, &we) {
+		e.Limit, e.Until = we.Limit, we.Until
+	}
+	r.emit(e)
+}
+
+// told tells an attempt's answer, and what it taught: a quota signal, the
+// pace, a pause.
+func (r *request) told(attempt int, resp *http.Response, err error, o outcome) {
+	r.emit(Event{Kind: EventAnswered, Attempt: attempt, Status: status(resp), Err: err})
+	if o.h.throttled() {
+		r.emit(Event{Kind: EventThrottled, Attempt: attempt, Status: resp.StatusCode})
+	}
+	if o.ls.paceWhy != "" {
+		r.emit(Event{Kind: EventPace, Attempt: attempt, Status: status(resp), Rate: o.ls.pace, Reason: o.ls.paceWhy})
+	}
+	if !o.ls.until.IsZero() {
+		reason := "quota"
+		if o.ls.outage {
+			reason = "outage"
+		}
+		r.emit(Event{Kind: EventPaused, Attempt: attempt, Status: status(resp), Err: err,
+			Until: o.ls.until, Source: o.ls.source, Reason: reason})
 	}
 }

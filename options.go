@@ -21,6 +21,7 @@ type config struct {
 	key      func(*http.Request) string
 	retry    Retry
 	events   func(Event)
+	store    Store
 
 	given    map[string]bool // options applied, to find one given twice
 	problems []string        // what is wrong, for New to panic with
@@ -101,8 +102,9 @@ func WithRetry(r Retry) Option {
 	})
 }
 
-// WithEvents calls fn for every event that matters: a throttled answer, a
-// pause, a retry scheduled, a request given up. fn is called synchronously,
+// WithEvents calls fn for every event that matters: an answer, a throttled
+// answer, a pause, a wait, a refusal, a retry scheduled, a request given up
+// (see [EventKind]). fn is called synchronously,
 // from the goroutine of the request concerned, and must be quick and safe for
 // concurrent use. nil, the default: no events. To log them:
 //

@@ -99,7 +99,8 @@ type lesson struct {
 	outage  bool      // that pause is for an outage, not the quota
 	held    time.Time // the key is paused until then now, whatever began it
 	pace    rate.Limit
-	paceWhy string // the pace changed, or what the key knows of the quota: why ("" if not)
+	paceWhy string     // the pace changed, or what the key knows of the quota: why ("" if not)
+	cut     rate.Limit // the configured pace was cut to this (0: it was not)
 }
 
 // learn records an attempt's outcome at the key: the answer it got (or its
@@ -150,9 +151,12 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	}
 	switch {
 	case h.throttled():
-		pace, why := ls.pace, ls.paceWhy
+		pace, why, was := ls.pace, ls.paceWhy, ks.pace()
 		ls = ks.refused(tk, h, pause, now, at)
 		ls.pace, ls.paceWhy = pace, why
+		if p := ks.pace(); p < was && !ks.learned() {
+			ls.cut = p
+		}
 	case failed && (outage || ks.health.outage):
 		// The key comes back when the server says; the failed request's own
 		// retry may wait longer (its backoff), and the next in line probes.
@@ -175,6 +179,14 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 		ls.held = until
 	}
 	return ls
+}
+
+// pace is the key's pacer's rate now; 0 without one.
+func (ks *keyState) pace() rate.Limit {
+	if ks.lim == nil {
+		return 0
+	}
+	return ks.lim.Limit()
 }
 
 // refused reacts to a quota refusal of tk: the pace adapts, once per

@@ -84,11 +84,17 @@ func TestPauseHoldsWholeKeyThenProbeThenRamp(t *testing.T) {
 			}
 			return reply(r, http.StatusOK)
 		})
-		var events []throttle.Event
+		var events, waits []throttle.Event
 		var mu sync.Mutex
 		rt := throttle.New(s, throttle.WithEvents(func(e throttle.Event) {
 			mu.Lock()
-			events = append(events, e)
+			switch e.Kind {
+			case throttle.EventWaited:
+				waits = append(waits, e)
+			case throttle.EventAnswered: // one per attempt: counted by Stats
+			default:
+				events = append(events, e)
+			}
 			mu.Unlock()
 		}))
 		defer rt.Close()
@@ -148,6 +154,12 @@ func TestPauseHoldsWholeKeyThenProbeThenRamp(t *testing.T) {
 		assert.Equal(t, s.start.Add(ms(2100)), events[1].Until)
 		assert.Equal(t, throttle.EventRetry, events[2].Kind)
 		assert.Equal(t, 2*time.Second, events[2].Delay)
+		// Every request but the other key's waited; the retry, for the pause.
+		require.Len(t, waits, 6)
+		assert.Equal(t, "http://api.test/a", waits[0].URL)
+		assert.Equal(t, 2, waits[0].Attempt)
+		assert.Equal(t, throttle.LimitPause, waits[0].Limit)
+		assert.Equal(t, 2*time.Second, waits[0].Wait)
 		assert.Equal(t, "api.test", events[2].Key)
 	})
 }

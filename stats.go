@@ -48,6 +48,7 @@ type KeyStats struct {
 	RefusedDeadline  int64 // ErrWouldExceedDeadline, or ErrMaxElapsed for a retry
 	RefusedPaused    int64 // ErrPaused
 	RefusedClosed    int64 // ErrClosed
+	RefusedStore     int64 // ErrStoreUnavailable, or another error of the Store
 	Canceled         int64 // the context ended while it waited
 }
 
@@ -69,6 +70,7 @@ func (s *KeyStats) add(o *KeyStats) {
 	s.RefusedDeadline += o.RefusedDeadline
 	s.RefusedPaused += o.RefusedPaused
 	s.RefusedClosed += o.RefusedClosed
+	s.RefusedStore += o.RefusedStore
 	s.Canceled += o.Canceled
 }
 
@@ -106,7 +108,7 @@ type counts struct {
 type rareCounts struct {
 	Throttled, Unavailable, Retries, Pauses, Outages, GaveUp int64
 
-	RefusedQueueFull, RefusedDeadline, RefusedPaused, RefusedClosed, Canceled int64
+	RefusedQueueFull, RefusedDeadline, RefusedPaused, RefusedClosed, RefusedStore, Canceled int64
 }
 
 // snapshot returns the key's KeyStats now.
@@ -139,7 +141,7 @@ func (ks *keyState) snapshot(t *Transport, now time.Time) KeyStats {
 		s.Throttled, s.Unavailable, s.Retries = r.Throttled, r.Unavailable, r.Retries
 		s.Pauses, s.Outages, s.GaveUp = r.Pauses, r.Outages, r.GaveUp
 		s.RefusedQueueFull, s.RefusedDeadline, s.RefusedPaused = r.RefusedQueueFull, r.RefusedDeadline, r.RefusedPaused
-		s.RefusedClosed, s.Canceled = r.RefusedClosed, r.Canceled
+		s.RefusedClosed, s.RefusedStore, s.Canceled = r.RefusedClosed, r.RefusedStore, r.Canceled
 	}
 	return s
 }

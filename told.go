@@ -49,6 +49,13 @@ import (
 // used evenly; once spent, one request tries an eighth of the way to the
 // reset, and what it finds tells a bucket or a log from a window.
 //
+// A verdict the server's refusals contradict is overturned: a "window"
+// refused after its reset (which gives a window back whole) is counted as a
+// log from then on, which is safe for both; a "bucket" refused in episode
+// after episode, each within two of the quota's length of the one before,
+// whatever its measured rate, is told again from what follows. Small quotas
+// spent within a few round trips show neither kind plainly at first.
+//
 // The headers of every answer are read, 2xx included, while the server
 // sends them; a server that does not is checked on its first hdrTries
 // answers and then on one in hdrSample, so that answers without them cost
@@ -117,7 +124,8 @@ type told struct {
 	spread     time.Duration   // the last request admitted while spreading
 	lastAdm    uint64          // the latest admission answered
 	refusedAdm uint64          // admissions up to this one were sent before the last refusal
-	refusedAt  time.Duration   // when a refusal last cut a bucket's rate; 0: never
+	refusedAt  time.Duration   // when a bucket was last refused (a refusal episode began); 0: never
+	recurred   int             // refusal episodes of a bucket in a row, each soon after the one before (see retell)
 	raisedAt   time.Duration   // when probing last raised it
 	longest    time.Duration   // the longest reset seen: about a window's length
 	sends      []time.Duration // our admissions over the last window length, oldest first
@@ -151,12 +159,26 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 	if accepted {
 		m.acc++
 		m.accepted(now)
-	} else if m.kind == kindBucket && m.rate > 0 && adm > m.refusedAdm {
+	} else if m.kind == kindBucket && adm > m.refusedAdm {
 		// Refused: the bucket refills slower than measured, or others
 		// spend more of it. Once per refusal episode, a fifth less, and a
-		// new measurement.
+		// new measurement; episodes that keep coming show no bucket.
 		m.rate *= slowFactor
+		if m.refusedAt != 0 && now-m.refusedAt < max(coarseWait, 2*m.length()) {
+			m.recurred++
+		} else {
+			m.recurred = 0
+		}
 		m.refusedAdm, m.refusedAt, m.markAt = admitted, now, 0
+		if m.recurred >= retellAfter {
+			m.retell()
+		}
+	} else if m.kind == kindWindow && m.rollAdm > 0 && adm > m.rollAdm {
+		// Refused after a reset, which gives a window back whole: it was
+		// a log of recent requests, which gives back only what it took a
+		// window's length before (the headers of a log spent at once
+		// look like a window's). Counted as a log, it is safe either way.
+		m.kind = kindLog
 	}
 	m.lastAdm = max(m.lastAdm, adm)
 	if !q.HasRemaining {

@@ -386,3 +386,40 @@ func TestLogCountsFromAnswersThroughAStall(t *testing.T) {
 		assert.LessOrEqual(t, took, 9*time.Second*120/100, "a refusal costs a whole second of Retry-After")
 	})
 }
+
+// Small quotas that 16 workers spend within their first round trips: their
+// headers show neither a log nor a window plainly, and the first verdict
+// may be wrong (a log taken for a window or a bucket). Refusals that keep
+// coming overturn it: refused after a reset, a "window" is counted as a
+// log; refused in episode after episode, a "bucket" is told again.
+func TestWrongKindIsOverturnedByRefusals(t *testing.T) {
+	smallLog := throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 30, Per: time.Second}
+	smallWindow := throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 50, Per: 2 * time.Second}
+	tests := []struct {
+		name  string
+		limit throttletest.Limit
+		ietf  bool
+		seed  int64 // one whose first verdict is wrong
+		ideal time.Duration
+	}{
+		{"sliding-log-30/x-ratelimit", smallLog, false, 2, 19 * time.Second},
+		{"sliding-log-30/ietf", smallLog, true, 1, 19 * time.Second},
+		{"fixed-window-50-per-2s/ietf", smallWindow, true, 3, 22 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{tt.limit},
+					XRateLimit: !tt.ietf, IETF: tt.ietf, HeadersOnSuccess: true,
+					ArrivalJitter: 2 * time.Millisecond, Latency: time.Millisecond, LatencyJitter: 2 * time.Millisecond, Seed: tt.seed})
+				rt := throttle.New(api)
+				defer rt.Close()
+				took := job(t, rt, 600)
+				refused := api.Stats().Total.Throttled
+				t.Logf("took %v (ideal %v), %d refused", took, tt.ideal, refused)
+				assert.LessOrEqual(t, refused, int64(30), "at most 5%% refused (it was 50 to 289)")
+				assert.LessOrEqual(t, took.Seconds(), tt.ideal.Seconds()*1.3)
+			})
+		})
+	}
+}

@@ -81,3 +81,20 @@ func (m *told) measure(now time.Duration, r, inflight int) {
 	}
 	m.markAt, m.markRem, m.markAcc, m.markOut, m.reads, m.passed = now, r, m.acc, inflight, 0, false
 }
+
+// retellAfter is how many refusal episodes of a bucket in a row, after a
+// first, each within two of the quota's length (at least coarseWait) of
+// the one before, show the verdict wrong.
+const retellAfter = 3
+
+// retell forgets the kind: refusals that keep coming, whatever the rate
+// measured, show a quota that is not a bucket (a log of recent requests
+// spent unevenly climbs back as a bucket would, a little at a time, but
+// refuses what a bucket would take). The key tells the kind again from
+// what follows, as at the start, with what it knows of the quota's limit
+// and its own requests kept.
+func (m *told) retell() {
+	m.kind, m.rate, m.recurred, m.refusedAt = kindUnknown, 0, 0, 0
+	m.markAt, m.reads, m.passed, m.still, m.tested = 0, 0, false, false, false
+	m.levelAt = 0
+}

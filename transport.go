@@ -29,6 +29,7 @@ type Transport struct {
 	epoch time.Time // window logs count from here
 
 	seq       atomic.Uint64 // arrival order of requests
+	storeDown atomic.Bool   // the Store's last Reservation was a Fallback
 	closed    atomic.Bool
 	done      chan struct{}
 	closeOnce sync.Once
@@ -103,12 +104,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	host := defaultKey(req)
 	pol := t.cfg.policyFor(req.URL.Scheme, host, lower(req.URL.Hostname()))
+	ro, _, err := requestOptions(req.Context())
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
 	key := host
-	if t.cfg.key != nil {
+	switch {
+	case ro.key != "":
+		key = ro.key
+	case t.cfg.key != nil:
 		key = t.userKey(req)
 	}
 	ks := t.acquire(pol, key, req)
-	r := request{t: t, ks: ks, req: req, ctx: req.Context(), seq: t.seq.Add(1), start: time.Now()}
+	r := request{t: t, ks: ks, req: req, ctx: req.Context(), seq: t.seq.Add(1), start: time.Now(), noRetry: ro.noRetry, prio: ro.prio}
 	defer func() { // deferred, so that a panicking base does not pin the key
 		ks.mu.Lock()
 		ks.refs--
@@ -144,6 +153,11 @@ type request struct {
 	start  time.Time
 	waited time.Duration
 	bo     *backoff.ExponentialBackOff // made at the first backoff
+	own    backoff.BackOff             // Retry.NewBackOff's, made at the first retry
+	shown  string                      // the URL as events show it, once an event needs it
+
+	noRetry bool // the request's NoRetry option
+	prio    int  // and its Priority
 }
 
 func (r *request) do() (*http.Response, error) {
@@ -171,12 +185,16 @@ func (r *request) do() (*http.Response, error) {
 		if attempt > 1 {
 			last = r.start.Add(r.t.cfg.retry.MaxElapsed)
 		}
-		tk, err := r.t.admit(r.ctx, r.ks, r.seq, attempt, last)
+		tk, err := r.t.admit(r.ctx, r.ks, place{seq: r.seq, prio: r.prio, arrived: r.start}, attempt, last)
 		r.waited += tk.waited
 		if err != nil {
 			closeBody(send)
 			r.count(err)
+			r.refused(attempt, err)
 			return nil, err
+		}
+		if r.t.cfg.events != nil {
+			r.admitted(attempt, tk)
 		}
 		resp, err := r.t.send(r.ks, tk, send)
 		inHand = resp
@@ -204,7 +222,9 @@ func (r *request) do() (*http.Response, error) {
 		if werr := r.backOff(o); werr != nil {
 			closeBody(send)
 			r.count(werr)
-			return nil, &WaitError{Key: r.ks.name(), Attempt: attempt + 1, Limit: LimitBackoff, Until: o.now.Add(o.delay), Err: werr}
+			err := &WaitError{Key: r.ks.name(), Attempt: attempt + 1, Limit: LimitBackoff, Until: o.now.Add(o.delay), Err: werr}
+			r.refused(attempt+1, err)
+			return nil, err
 		}
 	}
 }
@@ -213,6 +233,7 @@ func (r *request) do() (*http.Response, error) {
 type outcome struct {
 	h         hint
 	retryable bool          // by the rules of Retry, before its limits
+	stop      bool          // Retry.NewBackOff's backoff said stop
 	delay     time.Duration // before a retry: the jittered backoff, never shorter than the server asked
 	ls        lesson
 	now       time.Time // when the answer came
@@ -243,19 +264,21 @@ func (r *request) judge(tk ticket, attempt int, resp *http.Response, err error) 
 	if tk.slot {
 		r.freeSlot(resp)
 	}
-	if o.h.throttled() {
-		r.t.emit(Event{Kind: EventThrottled, Key: r.ks.name(), Attempt: attempt, Status: resp.StatusCode})
-	}
-	if o.ls.paceWhy != "" {
-		r.t.emit(Event{Kind: EventPace, Key: r.ks.name(), Attempt: attempt, Status: status(resp), Rate: o.ls.pace, Reason: o.ls.paceWhy})
-	}
-	if !o.ls.until.IsZero() {
-		reason := "quota"
-		if o.ls.outage {
-			reason = "outage"
+	// The user's code runs once the key is in order: should it panic, the
+	// response in hand is closed (see do), and the key holds nothing.
+	if cfg := &r.t.cfg.retry; cfg.ShouldRetry != nil && replayable(r.req) && !r.noRetry {
+		if o.retryable = cfg.ShouldRetry(resp, err, o.retryable); o.retryable && o.delay == 0 {
+			o.delay = max(r.backoff(), o.h.wait)
 		}
-		r.t.emit(Event{Kind: EventPaused, Key: r.ks.name(), Attempt: attempt, Status: status(resp), Err: err,
-			Until: o.ls.until, Source: o.ls.source, Reason: reason})
+	}
+	if o.retryable && r.t.cfg.retry.NewBackOff != nil {
+		o.delay, o.stop = r.ownBackoff(o.h.wait)
+	}
+	if r.t.cfg.events != nil {
+		r.told(attempt, resp, err, o)
+	}
+	if r.t.shares(r.ks) {
+		r.t.share(r.ctx, r.ks, o.ls, o.now)
 	}
 	return o
 }
@@ -265,7 +288,9 @@ func (r *request) retrying(attempt int, resp *http.Response, err error, delay ti
 	r.ks.mu.Lock()
 	r.ks.troubled().stats.Retries++
 	r.ks.mu.Unlock()
-	r.t.emit(Event{Kind: EventRetry, Key: r.ks.name(), Attempt: attempt, Status: status(resp), Err: err, Delay: delay})
+	if r.t.cfg.events != nil {
+		r.emit(Event{Kind: EventRetry, Attempt: attempt, Status: status(resp), Err: err, Delay: delay})
+	}
 }
 
 // backOff waits out what is left of the retry's delay here, unless the key's
@@ -304,7 +329,7 @@ func (t *Transport) send(ks *keyState, tk ticket, req *http.Request) (*http.Resp
 // retryable reports whether the attempt's outcome is one that may be retried
 // for this request, before limits of attempts, time and budget.
 func (r *request) retryable(resp *http.Response, err error, h hint) bool {
-	if !replayable(r.req) {
+	if r.noRetry || !replayable(r.req) {
 		return false
 	}
 	if err != nil {
@@ -321,6 +346,9 @@ func (r *request) next(attempt int, o outcome) (*http.Request, string) {
 	if attempt >= cfg.MaxAttempts {
 		return nil, fmt.Sprintf("%d attempts", attempt)
 	}
+	if o.stop {
+		return nil, "the backoff of Retry.NewBackOff said stop"
+	}
 	if h.hasWait && h.wait > cfg.MaxRetryAfter {
 		return nil, fmt.Sprintf("%s %v is longer than MaxRetryAfter %v", h.source, h.wait, cfg.MaxRetryAfter)
 	}
@@ -333,6 +361,9 @@ func (r *request) next(attempt int, o outcome) (*http.Request, string) {
 	case !h.throttled() && !r.spend(now):
 		return nil, "the key's retry budget is spent"
 	}
+	if cfg.Prepare != nil {
+		return r.prepared(attempt + 1)
+	}
 	if r.req.Body == nil || r.req.Body == http.NoBody {
 		return r.req, ""
 	}
@@ -343,6 +374,31 @@ func (r *request) next(attempt int, o outcome) (*http.Request, string) {
 	next := *r.req // shallow: the caller's request stays untouched
 	next.Body = body
 	return &next, ""
+}
+
+// prepared returns the request of retry number attempt as Retry.Prepare
+// makes it from a copy of the caller's, or why not. Should Prepare panic,
+// the copy's body is closed before the panic goes on.
+func (r *request) prepared(attempt int) (next *http.Request, why string) {
+	next = r.req.Clone(r.ctx)
+	if r.req.Body != nil && r.req.Body != http.NoBody {
+		body, err := r.req.GetBody()
+		if err != nil {
+			return nil, "GetBody: " + err.Error()
+		}
+		next.Body = body
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			closeBody(next)
+		}
+	}()
+	if err := r.t.cfg.retry.Prepare(next, attempt); err != nil {
+		return nil, "Retry.Prepare: " + err.Error()
+	}
+	ok = true
+	return next, ""
 }
 
 // earliest is the earliest a retry delayed by delay from now can go: after
@@ -373,6 +429,21 @@ func (r *request) backoff() time.Duration {
 	return fullJitter(r.bo.NextBackOff())
 }
 
+// ownBackoff returns the delay before the next retry from Retry.NewBackOff's
+// backoff, never shorter than wait, or stop.
+func (r *request) ownBackoff(wait time.Duration) (delay time.Duration, stop bool) {
+	if r.own == nil {
+		if r.own = r.t.cfg.retry.NewBackOff(); r.own == nil {
+			r.own = &backoff.StopBackOff{} // a nil BackOff: no retries, rather than a panic
+		}
+	}
+	d := r.own.NextBackOff()
+	if d == backoff.Stop {
+		return wait, true
+	}
+	return max(d, wait), false
+}
+
 // freeSlot gives back the in-flight slot now, or when resp's body is done.
 func (r *request) freeSlot(resp *http.Response) {
 	if resp == nil {
@@ -386,7 +457,9 @@ func (r *request) gaveUp(attempt int, resp *http.Response, err error, why string
 	r.ks.mu.Lock()
 	r.ks.troubled().stats.GaveUp++
 	r.ks.mu.Unlock()
-	r.t.emit(Event{Kind: EventGaveUp, Key: r.ks.name(), Attempt: attempt, Status: status(resp), Err: err, Reason: why})
+	if r.t.cfg.events != nil {
+		r.emit(Event{Kind: EventGaveUp, Attempt: attempt, Status: status(resp), Err: err, Reason: why})
+	}
 }
 
 // count records why a request ended without being sent.
@@ -397,7 +470,8 @@ func (r *request) count(err error) {
 	switch {
 	case errors.Is(err, ErrClosed):
 		ks.troubled().stats.RefusedClosed++
-	case errors.Is(err, ErrQueueFull), errors.Is(err, ErrWouldExceedDeadline), errors.Is(err, ErrPaused), errors.Is(err, ErrMaxElapsed):
+	case errors.Is(err, ErrQueueFull), errors.Is(err, ErrWouldExceedDeadline), errors.Is(err, ErrPaused),
+		errors.Is(err, ErrMaxElapsed), errors.Is(err, ErrStoreUnavailable):
 		// counted where refused
 	default:
 		ks.troubled().stats.Canceled++

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -30,6 +31,7 @@ const (
 type options struct {
 	n, workers, burst, queue int
 	in, method, journal      string
+	serve, redis             string   // -serve ADDR, -redis ADDR
 	target                   *url.URL // nil: the embedded demo API
 	apiKey                   string
 	rate                     float64
@@ -73,6 +75,8 @@ func (a *app) parse(args []string) (options, error) {
 	fs.IntVar(&o.queue, "queue", 0, "> 0: a leaky-bucket FIFO of `n` waiting requests instead of a token bucket (needs -rate > 0)")
 	fs.StringVar(&o.journal, "journal", "", "make the run resumable: write each record sent to `file` (JSON lines, fsynced before the record counts as done) and skip the records it lists as uploaded; after Ctrl-C, a crash or a kill, run the same command again")
 	fs.BoolVar(&o.asJSON, "json", false, "print the summary as JSON")
+	fs.StringVar(&o.redis, "redis", "", "share the quota through the Redis at `addr` (host:port) with every uploader given the same -redis, -target and pacing flags: each paces at the whole quota, together they keep to it")
+	fs.StringVar(&o.serve, "serve", "", "upload nothing: serve the embedded demo API on `addr` (host:port) until Ctrl-C, for uploaders started with -target http://addr, then print what it saw")
 	fs.BoolVar(&o.naive, "naive", false, "use a plain http.Client that resends at once on 429 instead of throttle (no pacing: not with -rate, -burst or -queue)")
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -90,6 +94,14 @@ func (a *app) parse(args []string) (options, error) {
 	var errs []error
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected argument %q: flags come first, and the input is given with -in", fs.Arg(0)))
+	}
+	if set["serve"] {
+		for _, f := range []string{"n", "in", "target", "api-key", "method", "workers", "rate", "burst", "queue", "journal", "naive", "redis"} {
+			if set[f] {
+				errs = append(errs, fmt.Errorf("-serve runs the demo API alone: -%s does not apply", f))
+			}
+		}
+		return o, errors.Join(errs...)
 	}
 	o.target, err = parseTarget(target)
 	errs = append(errs, err)
@@ -124,9 +136,17 @@ func (o *options) check(set map[string]bool) []error {
 	if math.IsNaN(o.rate) || math.IsInf(o.rate, 0) || o.rate < 0 {
 		bad("-rate %v: want requests per second, 0 or more (0: unpaced)", o.rate)
 	}
-	if o.naive && (set["rate"] || set["burst"] || set["queue"]) {
-		bad("-naive does not pace: -rate, -burst and -queue do not apply")
+	if o.naive && (set["rate"] || set["burst"] || set["queue"] || set["redis"]) {
+		bad("-naive does not pace: -rate, -burst, -queue and -redis do not apply")
 		return errs
+	}
+	if set["redis"] && o.rate == 0 {
+		bad("-redis needs -rate > 0: an unpaced key has no quota to share")
+	}
+	if set["redis"] {
+		if _, _, err := net.SplitHostPort(o.redis); err != nil {
+			bad("-redis %q: want host:port, like 127.0.0.1:6379", o.redis)
+		}
 	}
 	switch {
 	case o.queue < 0:

@@ -48,7 +48,9 @@ func TestBadFlagsStopBeforeTheFirstRequest(t *testing.T) {
 		{"-n -1", []string{`-n -1: want 0 to 10000000`}},
 		{"-n 5 -in records.jsonl", []string{`-n and -in: give one (-n makes records up, -in reads them)`}},
 		{"-method GET", []string{`-method "GET": want PUT or POST`}},
-		{"-naive -rate 50", []string{`-naive does not pace: -rate, -burst and -queue do not apply`}},
+		{"-naive -rate 50", []string{`-naive does not pace: -rate, -burst, -queue and -redis do not apply`}},
+		{"-redis 127.0.0.1:6379 -rate 0", []string{`-redis needs -rate > 0: an unpaced key has no quota to share`}},
+		{"-redis nowhere", []string{`-redis "nowhere": want host:port, like 127.0.0.1:6379`}},
 		{"records.jsonl", []string{`unexpected argument "records.jsonl": flags come first, and the input is given with -in`}},
 		{"-burst x", []string{`invalid value "x" for flag -burst: parse error`}},
 		{"-nope", []string{`flag provided but not defined: -nope`}},
@@ -128,5 +130,5 @@ func TestUsageMatchesTheREADME(t *testing.T) {
 		names = append(names, f[1])
 		assert.Contains(t, string(readme), "`-"+f[1], "the README names -%s", f[1])
 	}
-	assert.ElementsMatch(t, []string{"n", "in", "target", "api-key", "method", "workers", "rate", "burst", "queue", "journal", "json", "naive"}, names)
+	assert.ElementsMatch(t, []string{"n", "in", "target", "api-key", "method", "workers", "rate", "burst", "queue", "journal", "json", "naive", "redis", "serve"}, names)
 }

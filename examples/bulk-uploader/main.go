@@ -121,6 +121,9 @@ func (a *app) main(stop, abort context.Context, args []string) int {
 		a.fail(err)
 		return 2
 	}
+	if o.serve != "" {
+		return a.serve(stop, o.serve, o.asJSON)
+	}
 	recs, closeIn, err := a.records(o)
 	if err != nil {
 		a.fail(err)
@@ -174,6 +177,7 @@ func (a *app) upload(stop, abort context.Context, o options, recs []record, j *j
 	ep, closeEndpoint := a.endpoint(o)
 	defer closeEndpoint()
 	s.Target = ep.name
+	s.SharedVia = o.redis
 	c := newClient(o, ep.base, ep.url)
 	defer c.close()
 	if o.naive {

@@ -73,10 +73,13 @@ dispatch:
 // client is the HTTP side of the job: throttle's Transport, or with -naive
 // a plain client that resends at once on 429; and what it counted.
 type client struct {
-	send      sender
-	rt        *throttle.Transport // nil with -naive
-	throttled atomic.Int64        // 429s
-	retries   atomic.Int64        // resends, with -naive
+	send       sender
+	rt         *throttle.Transport // nil with -naive
+	throttled  atomic.Int64        // 429s
+	retries    atomic.Int64        // resends, with -naive
+	alone      atomic.Int64        // times the shared store (-redis) stopped answering
+	closeStore func()              // nil without -redis
+	waits      waits               // time waited, by what was waited for
 }
 
 func newClient(o options, base http.RoundTripper, target *url.URL) *client {
@@ -85,11 +88,21 @@ func newClient(o options, base http.RoundTripper, target *url.URL) *client {
 		c.send = naiveWith(&http.Client{Transport: base}, o.method, target, o.apiKey, &c.throttled)
 		return c
 	}
-	c.rt = throttle.New(base, throttle.WithPolicy(o.policy()), throttle.WithEvents(func(e throttle.Event) {
-		if e.Kind == throttle.EventThrottled {
+	opts := []throttle.Option{throttle.WithPolicy(o.policy()), throttle.WithEvents(func(e throttle.Event) {
+		switch {
+		case e.Kind == throttle.EventThrottled:
 			c.throttled.Add(1)
+		case e.Kind == throttle.EventStore && e.Err != nil:
+			c.alone.Add(1)
+		case e.Kind == throttle.EventWaited:
+			c.waits.add(e.Limit, e.Wait)
 		}
-	}))
+	})}
+	if o.redis != "" {
+		share, closeRedis := sharedThrough(o.redis)
+		opts, c.closeStore = append(opts, share), closeRedis
+	}
+	c.rt = throttle.New(base, opts...)
 	c.send = uploadWith(&http.Client{Transport: c.rt}, o.method, target, o.apiKey)
 	return c
 }
@@ -103,6 +116,8 @@ func (c *client) tally(s *summary) {
 	if c.rt != nil {
 		st := c.rt.Stats().Total
 		s.Attempts, s.Throttled, s.Retries, s.WaitSecs = st.Attempts, st.Throttled, st.Retries, st.WaitTime.Seconds()
+		s.StoreAlone = c.alone.Load()
+		s.WaitByLimit = c.waits.seconds()
 	} else {
 		s.Throttled, s.Retries = c.throttled.Load(), c.retries.Load()
 		s.Attempts = int64(sent) + s.Retries
@@ -115,6 +130,9 @@ func (c *client) tally(s *summary) {
 func (c *client) close() {
 	if c.rt != nil {
 		c.rt.Close()
+	}
+	if c.closeStore != nil {
+		c.closeStore()
 	}
 }
 

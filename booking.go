@@ -1,0 +1,112 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// This file holds how a Transport's line uses the Store set by WithStore:
+// the head of a key's line, once the Transport would let it go, asks the
+// Store for its departure and waits for it there, in the line; what the key
+// learns that others must know (a pause, a cut pace) is told to the Store.
+
+// shares reports whether ks's quota is shared through the Store: with a
+// Store set, every key whose Policy paces (a Rate or Windows). An unpaced
+// key has nothing to share but its pauses, which are not worth a round
+// trip per request; it pauses alone, as without a Store.
+func (t *Transport) shares(ks *keyState) bool {
+	return t.cfg.store != nil && (ks.pol.paced() || len(ks.pol.Windows) > 0)
+}
+
+// book asks the Store for the departure of w, the head of ks's line, and
+// marks it booked. It is called with ks.mu held, which it lets go while it
+// asks; it returns the error to fail w with, if any (w is still in the
+// line).
+func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline time.Time, hasDeadline bool,
+	last time.Time, fail func(holder, time.Time, error) error) error {
+	now := time.Now()
+	maxWait := time.Duration(math.MaxInt64)
+	if hasDeadline {
+		maxWait = deadline.Sub(now)
+	}
+	if !last.IsZero() {
+		maxWait = min(maxWait, last.Sub(now))
+	}
+	p := ks.pol.Policy
+	if p.Queue == 0 && ks.reserve > 1 {
+		// The tokens held back against the jitter this Transport sees
+		// (latency.go) are held back in the shared bucket too.
+		p.Burst = max(1, p.Burst-int(ks.reserve)+1)
+	}
+	ks.mu.Unlock()
+	res, err := t.reserve(ctx, ks, w, p, maxWait)
+	now = time.Now()
+	ks.mu.Lock()
+	held := holder{limit: LimitStore}
+	if res.Paused {
+		held = holder{limit: LimitPause}
+	}
+	until := now.Add(res.Wait)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return fail(held, time.Time{}, ctx.Err())
+	case err != nil:
+		ks.troubled().stats.RefusedStore++
+		if !errors.Is(err, ErrStoreUnavailable) {
+			err = fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+		}
+		return fail(held, time.Time{}, err)
+	case res.Paused && res.Wait > t.cfg.retry.MaxRetryAfter:
+		ks.troubled().stats.RefusedPaused++
+		return fail(held, until, ErrPaused)
+	case !res.OK && hasDeadline && until.After(deadline):
+		ks.troubled().stats.RefusedDeadline++
+		return fail(held, until, ErrWouldExceedDeadline)
+	case !res.OK:
+		ks.troubled().stats.RefusedDeadline++
+		return fail(held, until, ErrMaxElapsed)
+	}
+	w.booked, w.departAt, w.alone = true, until, res.Fallback
+	return nil
+}
+
+// reserve calls the Store. Should it panic, w leaves the line, so that the
+// key is not left without a head, before the panic goes on.
+func (t *Transport) reserve(ctx context.Context, ks *keyState, w *waiter, p Policy, maxWait time.Duration) (Reservation, error) {
+	defer func() {
+		if p := recover(); p != nil {
+			ks.mu.Lock()
+			ks.remove(w)
+			ks.mu.Unlock()
+			panic(p)
+		}
+	}()
+	return t.cfg.store.Reserve(ctx, ks.key, p, maxWait)
+}
+
+// storeNews sends EventStore when the Store goes from shared to alone, or
+// back, as the booking of r's attempt shows.
+func (r *request) storeNews(tk ticket) {
+	t := r.t
+	if down := tk.alone != nil; t.storeDown.Load() != down && t.storeDown.Swap(down) != down && t.cfg.events != nil {
+		r.emit(Event{Kind: EventStore, Err: tk.alone})
+	}
+}
+
+// share tells the Store what an answer taught the key that the other
+// Transports must know: the pause it began or extended, and the pace it
+// cut. The Store's errors are not the request's: the key itself holds
+// whatever it learned.
+func (t *Transport) share(ctx context.Context, ks *keyState, ls lesson, now time.Time) {
+	s := Slowdown{Pace: ls.cut}
+	if ls.until.After(now) {
+		s.Pause = ls.until.Sub(now)
+	}
+	if s.Pause <= 0 && s.Pace <= 0 {
+		return
+	}
+	_ = t.cfg.store.Slow(context.WithoutCancel(ctx), ks.key, ks.pol.Policy, s)
+}

@@ -1,0 +1,223 @@
+package throttle_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlehttp/throttle"
+)
+
+// eventLog records a transport's events.
+type eventLog struct {
+	mu     sync.Mutex
+	events []throttle.Event
+}
+
+func (l *eventLog) option() throttle.Option {
+	return throttle.WithEvents(func(e throttle.Event) {
+		l.mu.Lock()
+		l.events = append(l.events, e)
+		l.mu.Unlock()
+	})
+}
+
+func (l *eventLog) of(kind throttle.EventKind) []throttle.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []throttle.Event
+	for _, e := range l.events {
+		if e.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+type traceKey struct{}
+
+// Every event says which request it is about: its method, its URL without
+// the parts that may hold credentials, the attempt, and its context, which
+// carries what the caller put there (a trace span, say).
+func TestEventsSayWhichRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := 0
+		base := rtFunc(func(req *http.Request) (*http.Response, error) {
+			n++
+			if n == 1 {
+				return reply(req, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return reply(req, http.StatusOK), nil
+		})
+		var log eventLog
+		rt := throttle.New(base, log.option(), throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 1}))
+		defer rt.Close()
+		ctx := context.WithValue(context.Background(), traceKey{}, "span-42")
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost,
+			"https://user:hunter2@API.example.com/v1/items?api_key=s3cr3t#frag", strings.NewReader("{}"))
+		require.NoError(t, err)
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+
+		log.mu.Lock()
+		events := append([]throttle.Event(nil), log.events...)
+		log.mu.Unlock()
+		var kinds []throttle.EventKind
+		for _, e := range events {
+			kinds = append(kinds, e.Kind)
+			assert.Equal(t, http.MethodPost, e.Method, "%v", e.Kind)
+			assert.Equal(t, "https://API.example.com/v1/items", e.URL, "%v", e.Kind)
+			require.NotNil(t, e.Context, "%v", e.Kind)
+			assert.Equal(t, "span-42", e.Context.Value(traceKey{}), "%v", e.Kind)
+			logged := fmt.Sprint(e.LogValue())
+			for _, secret := range []string{"hunter2", "s3cr3t", "frag"} {
+				assert.NotContains(t, e.URL+logged, secret)
+			}
+		}
+		assert.Equal(t, []throttle.EventKind{throttle.EventAnswered, throttle.EventThrottled, throttle.EventPaused,
+			throttle.EventRetry, throttle.EventWaited, throttle.EventAnswered}, kinds)
+		assert.Equal(t, 2, events[4].Attempt, "the retry waited")
+	})
+}
+
+// An attempt that waited for its turn says how long, and which limit let it
+// go; one that went at once says nothing.
+func TestEventWaited(t *testing.T) {
+	tests := []struct {
+		name string
+		p    throttle.Policy
+		wait time.Duration // of the third request
+		held throttle.Limit
+	}{
+		{"token bucket", throttle.Policy{Rate: 10, Burst: 3}, 100 * time.Millisecond, throttle.LimitRate},
+		{"queue", throttle.Policy{Rate: 10, Queue: 5}, 100 * time.Millisecond, throttle.LimitQueue},
+		{"window", throttle.Policy{Windows: []throttle.Window{{N: 2, Per: time.Second}}}, time.Second, throttle.LimitWindow},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var log eventLog
+				rt := throttle.New(newRecorder(), log.option(), throttle.WithPolicy(tc.p))
+				defer rt.Close()
+				for range 3 {
+					require.NoError(t, do(t, rt, "http://api.test/x"))
+				}
+				waited := log.of(throttle.EventWaited)
+				require.NotEmpty(t, waited)
+				last := waited[len(waited)-1]
+				assert.Equal(t, tc.wait, last.Wait)
+				assert.Equal(t, tc.held, last.Limit)
+				assert.Equal(t, 1, last.Attempt)
+				assert.Contains(t, fmt.Sprint(last.LogValue()), "limit="+tc.held.String())
+			})
+		})
+	}
+}
+
+// A request that ends without being sent says why, and which limit held it.
+func TestEventRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var log eventLog
+		rt := throttle.New(newRecorder(), log.option(), throttle.WithPolicy(throttle.Policy{Rate: 1, Queue: 1}))
+		require.NoError(t, do(t, rt, "http://api.test/x")) // the next goes in a second
+
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		assert.ErrorIs(t, doCtx(t, ctx, rt, "http://api.test/x"), throttle.ErrWouldExceedDeadline)
+
+		started := make(chan struct{})
+		go func() {
+			close(started)
+			assert.ErrorIs(t, do(t, rt, "http://api.test/x"), throttle.ErrClosed) // waits in the queue
+		}()
+		<-started
+		synctest.Wait()
+		assert.ErrorIs(t, do(t, rt, "http://api.test/x"), throttle.ErrQueueFull)
+		rt.Close()
+		synctest.Wait()
+
+		refused := log.of(throttle.EventRefused)
+		require.Len(t, refused, 3)
+		for i, want := range []struct {
+			err   error
+			limit throttle.Limit
+		}{
+			{throttle.ErrWouldExceedDeadline, throttle.LimitQueue},
+			{throttle.ErrQueueFull, throttle.LimitQueue},
+			{throttle.ErrClosed, throttle.LimitQueue},
+		} {
+			assert.ErrorIs(t, refused[i].Err, want.err, "refusal %d", i)
+			assert.Equal(t, want.limit, refused[i].Limit, "refusal %d", i)
+			var we *throttle.WaitError
+			assert.True(t, errors.As(refused[i].Err, &we))
+		}
+	})
+}
+
+// Every attempt sent says what came back: its status code, or the base's
+// error; a request refused before it was sent says nothing of an answer.
+func TestEventAnswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		errNet := syscall.ECONNRESET
+		answers := []func(*http.Request) (*http.Response, error){
+			func(req *http.Request) (*http.Response, error) { return nil, errNet },
+			func(req *http.Request) (*http.Response, error) { return reply(req, http.StatusServiceUnavailable), nil },
+			func(req *http.Request) (*http.Response, error) { return reply(req, http.StatusOK), nil },
+		}
+		n := 0
+		base := rtFunc(func(req *http.Request) (*http.Response, error) {
+			n++
+			return answers[n-1](req)
+		})
+		var log eventLog
+		rt := throttle.New(base, log.option(), throttle.WithPolicy(throttle.Policy{Rate: 1, Queue: 1}))
+		defer rt.Close()
+		require.NoError(t, do(t, rt, "http://api.test/x"))
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		require.ErrorIs(t, doCtx(t, ctx, rt, "http://api.test/x"), throttle.ErrWouldExceedDeadline)
+
+		answered := log.of(throttle.EventAnswered)
+		require.Len(t, answered, 3, "one per attempt sent, none for the refusal")
+		for i, want := range []struct {
+			status int
+			err    error
+		}{{0, errNet}, {http.StatusServiceUnavailable, nil}, {http.StatusOK, nil}} {
+			assert.Equal(t, i+1, answered[i].Attempt)
+			assert.Equal(t, want.status, answered[i].Status, "attempt %d", i+1)
+			if want.err == nil {
+				assert.NoError(t, answered[i].Err, "attempt %d", i+1)
+			} else {
+				assert.ErrorIs(t, answered[i].Err, want.err, "attempt %d", i+1)
+			}
+		}
+		assert.Equal(t, "answered", throttle.EventAnswered.String())
+	})
+}
+
+// The events' log line names the request, never its context.
+func TestEventLogValue(t *testing.T) {
+	e := throttle.Event{Kind: throttle.EventWaited, Key: "api.test", Method: "GET", URL: "https://api.test/x",
+		Context: context.WithValue(context.Background(), traceKey{}, "span"), Attempt: 1,
+		Wait: 250 * time.Millisecond, Limit: throttle.LimitRate}
+	var b strings.Builder
+	slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == "time" {
+			return slog.Attr{}
+		}
+		return a
+	}})).Info("throttle", "event", e)
+	assert.Equal(t, "level=INFO msg=throttle event.kind=waited event.key=api.test event.method=GET event.url=https://api.test/x event.attempt=1 event.wait=250ms event.limit=rate\n", b.String())
+}

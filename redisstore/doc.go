@@ -1,0 +1,111 @@
+// Package redisstore shares each key's quota among many processes through
+// Redis: a [throttle.Store] for batch jobs that outgrow one machine (pods,
+// workers, cron shards) and all spend one third-party quota.
+//
+// Give every process's Transport a Store on the same Redis, and the same
+// Policy — the whole quota, not a share of it:
+//
+//	client := redis.NewClient(&redis.Options{
+//		Addr:                  "redis:6379",
+//		ContextTimeoutEnabled: true, // so that each call's timeout holds on the socket
+//	})
+//	tr := throttle.New(http.DefaultTransport,
+//		throttle.WithStore(redisstore.New(client)),
+//		throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 5}),
+//	)
+//
+// Four processes configured so send 10 requests a second together, not 40.
+//
+// # What is shared, and what stays in each process
+//
+// Shared, per partition key (see [throttle.WithKey]): the token bucket or
+// the leaky-bucket queue's pace, the Policy's Windows, a pause begun by any
+// process (a 429 and its Retry-After, quota headers saying nothing
+// remains), and a pace cut after a refusal, climbing back by a tenth of
+// Rate per second. Each process books its requests' departures from Redis
+// and sleeps until its own, without polling.
+//
+// Each process keeps its own line per key (first come, first served,
+// deadlines, Close), its Policy.MaxInFlight cap (requests in flight from
+// this process), its retries and retry budget, and what the server's
+// answers to its own requests teach it: what quota headers say remains
+// paces that process, and only the pause or cut they lead to is shared. So
+// Policy.Queue bounds each process's line, and MaxInFlight is per process:
+// set it to the server's cap divided by the number of processes.
+//
+// # One round trip per decision, on Redis's clock
+//
+// Only the head of a key's line asks Redis, once per attempt: each Reserve
+// and each Slow is one EVALSHA of a Lua script (EVAL once, should Redis not
+// know it yet), which reads the time with TIME on the Redis server (the
+// processes' clocks never enter the arithmetic, so skew between machines
+// does not matter) and does the arithmetic of [throttle.MemoryStore]:
+// GCRA (virtual scheduling) for the bucket and the queue, the last N
+// departures of each Window, the pause and the cut pace. A departure later
+// than the caller can wait is not booked, and nothing is written. It needs
+// Redis 4.0 or later (tested with 7.0); on servers older than 5, the
+// scripts ask for effects replication, which a script that reads TIME
+// before it writes needs.
+//
+// # Redis keys and their lifetime
+//
+// A partition key may hold a credential (an API token, through
+// [throttle.KeyByHeader] or a key function of one's own), so it is never
+// written to Redis: its Redis keys are named by a digest of it, the first
+// 16 bytes of its SHA-256 in hexadecimal, between braces:
+//
+//	throttle:{9f86d081884c7d659a2feaa0c55ad015}
+//	throttle:{9f86d081884c7d659a2feaa0c55ad015}:w:5000:3600000000000
+//
+// The first is a hash (tat, last, pause, cut, cutAt, seq: the bucket's
+// theoretical arrival time, the latest departure, the pause's end, the cut
+// pace and when it was cut, a count of bookings); the others are a sorted
+// set per Window, named by its N and Per (in nanoseconds).
+//
+// Times are microseconds of the Redis server's clock. A window's sorted
+// set keeps the last N departures, trimmed at each booking. Each script
+// sets its keys' time to live (PEXPIRE) as it writes them: until the state
+// no longer holds any departure (the bucket full again, the pause over,
+// the window's newest departure Per ago, a cut pace climbed back), and a
+// second more. An idle key thus costs nothing in Redis; a key used again
+// later starts afresh, as it would in memory.
+//
+// Redis Cluster hashes only what is between the first braces, so every
+// Redis key of one partition key falls in one slot, as a script's keys
+// must, and partition keys spread over the cluster. Give
+// [redis.NewClusterClient]'s client to New as any other. A prefix (see
+// [WithPrefix]) should hold no braces.
+//
+// # When Redis does not answer
+//
+// Each call has a timeout ([WithTimeout], 200 ms by default). A call that
+// fails or times out marks Redis out of reach: from then on the Store
+// asks it again with one call about each second, one at a time (that
+// call's request may wait up to the timeout), and the other requests do
+// not ask it at all, so they do not each pay a timeout while Redis is
+// down. As soon as such a trial is answered, every request shares through
+// Redis again, by itself. Meanwhile, each Reserve without an answer from
+// Redis
+//
+//   - under [FailOpen] (the default, at a quarter of the quota) books alone,
+//     in a [throttle.MemoryStore] of the Store's own, at its share of each
+//     quota, and says so in Reservation.Fallback: the Transport sends
+//     [throttle.EventStore] when its Store goes alone, and again when it
+//     shares again; a Slow holds those local bookings and returns the
+//     error;
+//   - under [FailClosed] fails at once with an error wrapping
+//     [throttle.ErrStoreUnavailable]: the Transport fails the request with
+//     it, and sends nothing.
+//
+// Either way no request hangs and none is lost: each gets a response or an
+// error that says why. The bookings made alone never reach Redis: they do
+// not count once it is back. Redis's own are kept across a restart only if
+// it persists them.
+// A caller's context that ends during a call ends the call, and says
+// nothing about Redis.
+//
+// go-redis honours a call's context deadline on its socket only for a
+// client made with Options.ContextTimeoutEnabled; without it, a Redis that
+// stops answering (rather than refusing connections) holds a call for the
+// client's ReadTimeout (5 s by default) instead of WithTimeout's bound.
+package redisstore

@@ -1,0 +1,121 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/throttlehttp/throttle"
+	"golang.org/x/time/rate"
+)
+
+// This file holds what a Store does while Redis does not answer: it stops
+// asking Redis but for one trial about each second, and books alone at its
+// share of the quota (FailOpen) or fails at once (FailClosed).
+
+// retryEvery is how often a Store asks again a Redis that did not answer:
+// one request's call about each second, not every request's timeout.
+const retryEvery = time.Second
+
+// health is whether Redis answers, and when to ask it again if not.
+type health struct {
+	mu     sync.Mutex
+	down   error     // why Redis did not answer the last call; nil: it did
+	next   time.Time // while down: when it may be asked again
+	trying bool      // while down: a call is asking it
+}
+
+// ask reports whether a call should ask Redis: always while Redis answers;
+// while it does not, one call each retryEvery, one at a time (the trial).
+// down is why Redis is out of reach, or nil; a call that asks with down
+// not nil is the trial, and must tell answered so.
+func (h *health) ask(now time.Time) (ask bool, down error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.down == nil {
+		return true, nil
+	}
+	if h.trying || now.Before(h.next) {
+		return false, h.down
+	}
+	h.trying = true
+	return true, h.down
+}
+
+// answered records how Redis answered a call bounded by timeout, err being
+// the call's error; down is what ask said. It returns nil when Redis
+// answered, the context's error when the caller gave up (which says nothing
+// of Redis), or else an error wrapping throttle.ErrStoreUnavailable that
+// says why.
+func (h *health) answered(ctx context.Context, err, down error, timeout time.Duration) error {
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		err = ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		// not the caller's deadline: the error must not say it is
+		err = fmt.Errorf("%w: redisstore: no answer from Redis within %v", throttle.ErrStoreUnavailable, timeout)
+	default:
+		err = fmt.Errorf("%w: redisstore: %w", throttle.ErrStoreUnavailable, err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if down != nil {
+		h.trying = false
+	}
+	switch {
+	case err == nil:
+		h.down = nil
+	case ctx.Err() == nil:
+		h.down, h.next = err, time.Now().Add(retryEvery)
+	}
+	return err
+}
+
+// reserveAlone books the departure in the Store's own MemoryStore, at its
+// share of the quota, or fails with why under FailClosed.
+func (s *Store) reserveAlone(ctx context.Context, key string, p throttle.Policy, maxWait time.Duration, why error) (throttle.Reservation, error) {
+	if s.cfg.share == 0 {
+		return throttle.Reservation{}, why
+	}
+	res, err := s.local.Reserve(ctx, key, shareOf(p, s.cfg.share), maxWait)
+	if err != nil {
+		return throttle.Reservation{}, err
+	}
+	res.Fallback = why
+	return res, nil
+}
+
+// slowAlone holds the Store's own bookings to sd (under FailOpen), and
+// returns why.
+func (s *Store) slowAlone(ctx context.Context, key string, p throttle.Policy, sd throttle.Slowdown, why error) error {
+	if s.cfg.share == 0 {
+		return why
+	}
+	sd.Pace = rate.Limit(float64(sd.Pace) * s.cfg.share)
+	if err := s.local.Slow(ctx, key, shareOf(p, s.cfg.share), sd); err != nil {
+		return err
+	}
+	return why
+}
+
+// shareOf is the share of p's quota one process keeps alone: share of its
+// Rate, of its Burst and of each Window's N, each at least 1.
+func shareOf(p throttle.Policy, share float64) throttle.Policy {
+	if r := paced(p); r > 0 {
+		p.Rate = rate.Limit(r * share)
+	}
+	if p.Burst > 0 {
+		p.Burst = max(1, int(float64(p.Burst)*share))
+	}
+	if len(p.Windows) > 0 {
+		ws := make([]throttle.Window, len(p.Windows))
+		for i, w := range p.Windows {
+			ws[i] = throttle.Window{N: max(1, int(float64(w.N)*share)), Per: w.Per}
+		}
+		p.Windows = ws
+	}
+	return p
+}

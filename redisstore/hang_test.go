@@ -1,0 +1,79 @@
+//go:build unix
+
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/throttlehttp/throttle"
+	"github.com/throttlehttp/throttle/redisstore"
+)
+
+// A Redis that hangs: stopped by a signal, which only Unix has.
+
+// TestRedisHangs: a Redis that stops answering, rather than refusing
+// connections (stopped with SIGSTOP: a partition, a stuck server), costs the
+// call that finds it so its timeout and no more; the calls after it book
+// alone at once. Once it answers again, the Store shares again.
+func TestRedisHangs(t *testing.T) {
+	srv := startServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	const timeout = 100 * time.Millisecond
+	s := redisstore.New(c, redisstore.WithTimeout(timeout), redisstore.FailOpen(0.5))
+	p := throttle.Policy{Rate: 100, Burst: 10}
+	ctx := context.Background()
+	if r, err := s.Reserve(ctx, "hang", p, time.Hour); err != nil || r.Fallback != nil {
+		t.Fatalf("Reserve with Redis up: %+v, %v", r, err)
+	}
+
+	if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = srv.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume)
+	var took []time.Duration
+	for range 20 {
+		start := time.Now()
+		r, err := s.Reserve(ctx, "hang", p, time.Hour)
+		took = append(took, time.Since(start))
+		if err != nil || !errors.Is(r.Fallback, throttle.ErrStoreUnavailable) {
+			t.Fatalf("Reserve with Redis stopped: %+v, %v; want booked alone", r, err)
+		}
+	}
+	if took[0] < timeout || took[0] > timeout+250*time.Millisecond {
+		t.Errorf("the call that found Redis stopped took %v, want its timeout, %v", took[0], timeout)
+	}
+	for i, d := range took[1:] {
+		if d > timeout/2 {
+			t.Errorf("call %d after it took %v: a timeout paid again", i+1, d)
+		}
+	}
+	t.Logf("the first call took %v; the next %d at most %v", took[0].Round(time.Millisecond), len(took)-1, slices.Max(took[1:]))
+
+	resume()
+	back := time.Now()
+	for {
+		r, err := s.Reserve(ctx, "hang", p, time.Hour)
+		if err == nil && r.Fallback == nil {
+			break
+		}
+		if time.Since(back) > 5*time.Second {
+			t.Fatalf("5s after Redis went on, Reserve still gets %+v, %v", r, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling for the next trial
+	}
+	t.Logf("shared again %v after Redis went on", time.Since(back).Round(time.Millisecond))
+}

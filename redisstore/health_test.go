@@ -1,0 +1,116 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/throttlehttp/throttle"
+)
+
+// TestHealth: while Redis answers, every call asks it; once it has not,
+// one call about each second asks it again (the trial), one at a time, and
+// an answer to the trial makes every call ask it again.
+func TestHealth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var h health
+		ctx := context.Background()
+		gone := errors.New("connection refused")
+		type step struct {
+			name     string
+			after    time.Duration // from the step before
+			wantAsk  bool
+			wantDown bool
+			answer   error // when it asks: the call's error (nil: answered)
+			skip     bool  // when it asks: the call is still running
+		}
+		steps := []step{
+			{name: "up: asks", wantAsk: true},
+			{name: "up: asks, fails", wantAsk: true, answer: gone},
+			{name: "just failed: alone", wantDown: true},
+			{name: "0.9s on: alone", after: 900 * time.Millisecond, wantDown: true},
+			{name: "1s on: the trial, still running", after: 100 * time.Millisecond, wantAsk: true, wantDown: true, skip: true},
+			{name: "during the trial: alone", wantDown: true},
+		}
+		var trial error // the running trial's down
+		for _, s := range steps {
+			time.Sleep(s.after)
+			ask, down := h.ask(time.Now())
+			if ask != s.wantAsk || (down != nil) != s.wantDown {
+				t.Fatalf("%s: ask %v, down %v; want ask %v, down %v", s.name, ask, down, s.wantAsk, s.wantDown)
+			}
+			if ask && s.skip {
+				trial = down
+				continue
+			}
+			if ask {
+				_ = h.answered(ctx, s.answer, down, time.Second)
+			}
+		}
+		// The trial fails: alone for another second.
+		err := h.answered(ctx, gone, trial, time.Second)
+		if !errors.Is(err, throttle.ErrStoreUnavailable) || !errors.Is(err, gone) {
+			t.Fatalf("answered a failed trial: %v, want it wrapping ErrStoreUnavailable and the cause", err)
+		}
+		if ask, _ := h.ask(time.Now()); ask {
+			t.Fatal("asks again at once after a failed trial")
+		}
+		time.Sleep(retryEvery)
+		ask, down := h.ask(time.Now())
+		if !ask || down == nil {
+			t.Fatalf("a second after a failed trial: ask %v, down %v; want the next trial", ask, down)
+		}
+		// The caller gives up during the trial: no news of Redis, and the
+		// next call may try at once.
+		canceled, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := h.answered(canceled, context.Canceled, down, time.Second); !errors.Is(err, context.Canceled) {
+			t.Fatalf("answered a canceled trial: %v, want context.Canceled", err)
+		}
+		ask, down = h.ask(time.Now())
+		if !ask || down == nil {
+			t.Fatalf("after a canceled trial: ask %v, down %v; want another trial", ask, down)
+		}
+		// Redis answers the trial: every call asks it again.
+		if err := h.answered(ctx, nil, down, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if ask, down := h.ask(time.Now()); !ask || down != nil {
+				t.Fatalf("after an answered trial: ask %v, down %v; want every call to ask", ask, down)
+			}
+		}
+	})
+}
+
+// TestShareOf: alone, a process keeps share of each quota, at least one.
+func TestShareOf(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		p     throttle.Policy
+		share float64
+		want  throttle.Policy
+	}{
+		{"bucket", throttle.Policy{Rate: 10, Burst: 8}, 0.25, throttle.Policy{Rate: 2.5, Burst: 2}},
+		{"small burst", throttle.Policy{Rate: 10, Burst: 2}, 0.25, throttle.Policy{Rate: 2.5, Burst: 1}},
+		{"queue", throttle.Policy{Rate: 4, Queue: 100}, 0.5, throttle.Policy{Rate: 2, Queue: 100}},
+		{"windows", throttle.Policy{Windows: []throttle.Window{{N: 5000, Per: time.Hour}, {N: 2, Per: time.Second}}}, 0.25,
+			throttle.Policy{Windows: []throttle.Window{{N: 1250, Per: time.Hour}, {N: 1, Per: time.Second}}}},
+		{"whole", throttle.Policy{Rate: 3, Burst: 3, MaxInFlight: 4}, 1, throttle.Policy{Rate: 3, Burst: 3, MaxInFlight: 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := shareOf(tc.p, tc.share)
+			if got.Rate != tc.want.Rate || got.Burst != tc.want.Burst || got.Queue != tc.want.Queue ||
+				got.MaxInFlight != tc.want.MaxInFlight || len(got.Windows) != len(tc.want.Windows) {
+				t.Fatalf("shareOf(%+v, %v) = %+v, want %+v", tc.p, tc.share, got, tc.want)
+			}
+			for i := range got.Windows {
+				if got.Windows[i] != tc.want.Windows[i] {
+					t.Fatalf("shareOf(%+v, %v) = %+v, want %+v", tc.p, tc.share, got, tc.want)
+				}
+			}
+		})
+	}
+}

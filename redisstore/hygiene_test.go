@@ -1,0 +1,164 @@
+package redisstore_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/throttlehttp/throttle"
+	"github.com/throttlehttp/throttle/redisstore"
+)
+
+// The Redis keys a Store writes: they expire once idle, they share one
+// cluster slot per partition key, and they never hold the partition key.
+
+// scan returns every Redis key under prefix.
+func scan(t *testing.T, c *redis.Client, prefix string) []string {
+	t.Helper()
+	keys, err := c.Keys(context.Background(), prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// book reserves n departures of key under p, sharing through s.
+func book(t *testing.T, s *redisstore.Store, key string, p throttle.Policy, n int) {
+	t.Helper()
+	for i := range n {
+		r, err := s.Reserve(context.Background(), key, p, time.Hour)
+		if err != nil || !r.OK || r.Fallback != nil {
+			t.Fatalf("Reserve %d: %+v, %v", i, r, err)
+		}
+	}
+}
+
+// TestIdleKeysExpire: each Redis key of a partition key lives until its
+// state stops mattering, and a margin (a second); then it is gone.
+func TestIdleKeysExpire(t *testing.T) {
+	s, c, pre := newStore(t, redisstore.FailClosed())
+	ctx := context.Background()
+	p := throttle.Policy{Rate: 10, Burst: 2, Windows: []throttle.Window{{N: 5, Per: 300 * time.Millisecond}}}
+	book(t, s, "expiring", p, 3) // the last at 200 ms, tat at 300 ms; the window's newest ends at 500 ms
+	if err := s.Slow(ctx, "paused", p, throttle.Slowdown{Pause: 400 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	keys := scan(t, c, pre)
+	if len(keys) != 3 {
+		t.Fatalf("Redis keys %v, want 3: a hash and a window of one key, the hash of the other", keys)
+	}
+	const margin = time.Second
+	for _, k := range keys {
+		ttl, err := c.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The longest-lived state ends at 500 ms.
+		if ttl <= margin || ttl > margin+500*time.Millisecond {
+			t.Errorf("PTTL %s = %v, want in (%v, %v]", k, ttl, margin, margin+500*time.Millisecond)
+		}
+	}
+	deadline := time.Now().Add(margin + 3*time.Second)
+	for {
+		n, err := c.Exists(ctx, keys...).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %v still there after %v", n, keys, margin+3*time.Second)
+		}
+		time.Sleep(50 * time.Millisecond) // polling Redis's clock, not waiting for ours
+	}
+}
+
+// TestKeysShareSlot: every Redis key of a partition key hashes to one
+// cluster slot, and neither the key names nor their values hold the
+// partition key.
+func TestKeysShareSlot(t *testing.T) {
+	s, c, pre := newStore(t, redisstore.FailClosed())
+	ctx := context.Background()
+	const secret = "api.example.com authorization: Bearer sk_live_51HxQ7z9secret"
+	p := throttle.Policy{Rate: 10, Burst: 5, Windows: []throttle.Window{
+		{N: 5, Per: time.Second}, {N: 100, Per: time.Minute}, {N: 5000, Per: time.Hour},
+	}}
+	book(t, s, secret, p, 3)
+	if err := s.Slow(ctx, secret, p, throttle.Slowdown{Pause: time.Second, Pace: 5}); err != nil {
+		t.Fatal(err)
+	}
+	keys := scan(t, c, pre)
+	if len(keys) != 4 {
+		t.Fatalf("Redis keys %v, want 4: a hash and three windows", keys)
+	}
+	slot := keySlot(keys[0])
+	for _, k := range keys {
+		if got := keySlot(k); got != slot {
+			t.Errorf("%s in slot %d, %s in %d", keys[0], slot, k, got)
+		}
+		var values []string
+		switch typ := c.Type(ctx, k).Val(); typ {
+		case "hash":
+			for f, v := range c.HGetAll(ctx, k).Val() {
+				values = append(values, f, v)
+			}
+		case "zset":
+			values = c.ZRange(ctx, k, 0, -1).Val()
+		default:
+			t.Fatalf("%s is a %s", k, typ)
+		}
+		for _, v := range append(values, k) {
+			for _, part := range []string{secret, "sk_live", "example.com"} {
+				if strings.Contains(v, part) {
+					t.Errorf("%s holds %q in clear: %q", k, part, v)
+				}
+			}
+		}
+	}
+}
+
+// TestKeySlot checks keySlot against Redis Cluster's own figures
+// (CLUSTER KEYSLOT, and the specification's example).
+func TestKeySlot(t *testing.T) {
+	for _, tc := range []struct {
+		key  string
+		slot int
+	}{
+		{"foo", 12182},
+		{"somekey", 11058},
+		{"123456789", 12739},           // the specification's check value of CRC16: 0x31C3
+		{"{user1000}.following", 3443}, // a hash tag: "user1000"
+		{"{user1000}.followers", 3443},
+		{"foo{}{bar}", 8363}, // an empty tag: the whole key
+		{"foo{{bar}}zap", 4015},
+	} {
+		if got := keySlot(tc.key); got != tc.slot {
+			t.Errorf("keySlot(%q) = %d, want %d", tc.key, got, tc.slot)
+		}
+	}
+}
+
+// keySlot is the Redis Cluster slot of key: CRC16 (XMODEM) of its hash
+// tag, or of the whole key without one, modulo 16384.
+func keySlot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for _, b := range []byte(key) {
+		crc ^= uint16(b) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
+}

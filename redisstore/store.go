@@ -1,0 +1,108 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/throttlehttp/throttle"
+)
+
+// This file holds the Store: each decision is one script run by Redis, on
+// Redis's clock.
+
+// Store is a [throttle.Store] in Redis: every Transport given a Store on the
+// same Redis, with the same prefix, in any process, shares each key's
+// quota. Each Reserve and each Slow is one call of a Lua script, which
+// reads the time from the Redis server (never from the processes, whose
+// clocks differ) and does the arithmetic of [throttle.MemoryStore] there.
+//
+// While Redis does not answer, a Store books alone at a share of the quota
+// (FailOpen, the default) or fails at once (FailClosed); it asks Redis
+// again about once a second, and shares again as soon as Redis answers.
+//
+// A Store is safe for concurrent use. It holds no goroutine and no
+// connection of its own: closing the client is the caller's business, once
+// the Transports using the Store are closed.
+type Store struct {
+	client redis.UniversalClient
+	cfg    config
+	health health
+	local  *throttle.MemoryStore // FailOpen's, while Redis is away
+}
+
+var _ throttle.Store = (*Store)(nil)
+
+// New returns a Store that keeps its state in the Redis client talks to (a
+// client, a cluster client, a failover client...). Make the client with
+// Options.ContextTimeoutEnabled set, so that WithTimeout bounds each call
+// on the socket too. New panics on a nil client or an option out of range.
+func New(client redis.UniversalClient, opts ...Option) *Store {
+	if client == nil {
+		panic("redisstore: New with a nil client")
+	}
+	cfg := defaults()
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	return &Store{client: client, cfg: cfg, local: throttle.NewMemoryStore()}
+}
+
+// Reserve books the key's next departure; see [throttle.Store].
+func (s *Store) Reserve(ctx context.Context, key string, p throttle.Policy, maxWait time.Duration) (throttle.Reservation, error) {
+	if err := ctx.Err(); err != nil {
+		return throttle.Reservation{}, err
+	}
+	ask, down := s.health.ask(time.Now())
+	if !ask {
+		return s.reserveAlone(ctx, key, p, maxWait, down)
+	}
+	res, err := s.reserve(ctx, key, p, maxWait)
+	if err = s.health.answered(ctx, err, down, s.cfg.timeout); err == nil || ctx.Err() != nil {
+		return res, err
+	}
+	return s.reserveAlone(ctx, key, p, maxWait, err)
+}
+
+// Slow shares a pause and a cut pace; see [throttle.Store].
+func (s *Store) Slow(ctx context.Context, key string, p throttle.Policy, sd throttle.Slowdown) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ask, down := s.health.ask(time.Now())
+	if !ask {
+		return s.slowAlone(ctx, key, p, sd, down)
+	}
+	err := s.slow(ctx, key, p, sd)
+	if err = s.health.answered(ctx, err, down, s.cfg.timeout); err == nil || ctx.Err() != nil {
+		return err
+	}
+	return s.slowAlone(ctx, key, p, sd, err)
+}
+
+// reserve runs reserve.lua.
+func (s *Store) reserve(ctx context.Context, key string, p throttle.Policy, maxWait time.Duration) (throttle.Reservation, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	v, err := reserveScript.Run(ctx, s.client, s.keys(key, p), reserveArgs(p, maxWait)...).Int64Slice()
+	if err != nil {
+		return throttle.Reservation{}, err
+	}
+	if len(v) != 3 {
+		return throttle.Reservation{}, fmt.Errorf("redisstore: the reserve script answered %v, want 3 integers", v)
+	}
+	return throttle.Reservation{
+		OK:     v[0] == 1,
+		Wait:   time.Duration(v[1]) * time.Microsecond,
+		Paused: v[2] == 1,
+	}, nil
+}
+
+// slow runs slow.lua.
+func (s *Store) slow(ctx context.Context, key string, p throttle.Policy, sd throttle.Slowdown) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	keys := s.keys(key, throttle.Policy{}) // the hash alone
+	return slowScript.Run(ctx, s.client, keys, slowArgs(p, sd)...).Err()
+}

@@ -1,0 +1,160 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/throttlehttp/throttle"
+	"github.com/throttlehttp/throttle/redisstore"
+	"github.com/throttlehttp/throttle/storetest"
+)
+
+// rtFunc is a fake base RoundTripper.
+type rtFunc func(*http.Request) (*http.Response, error)
+
+func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestTransportsShareQuota: two Transports, each with its own client and
+// Store as two processes would have, each configured at the whole quota,
+// send no more than the quota together: at most Rate×T + Burst in any T
+// (with storetest.RealClock's slack on the clock), and no request is refused.
+func TestTransportsShareQuota(t *testing.T) {
+	addr, pre := redisAddr(t), prefix(t)
+	const (
+		rate, burst = 100, 5
+		each        = 75 // requests per Transport
+		workers     = 8  // goroutines per Transport
+	)
+	var (
+		mu   sync.Mutex
+		sent []time.Time
+	)
+	base := rtFunc(func(r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		sent = append(sent, time.Now())
+		mu.Unlock()
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: r}, nil
+	})
+	var alone atomic.Int64 // EventStore: a Transport went alone
+	events := throttle.WithEvents(func(e throttle.Event) {
+		if e.Kind == throttle.EventStore {
+			alone.Add(1)
+		}
+	})
+	var wg sync.WaitGroup
+	for range 2 {
+		store := redisstore.New(newClient(t, addr), redisstore.WithPrefix(pre))
+		tr := throttle.New(base, throttle.WithStore(store), events,
+			throttle.WithPolicy(throttle.Policy{Rate: rate, Burst: burst}))
+		t.Cleanup(func() { _ = tr.Close() })
+		client := &http.Client{Transport: tr}
+		var left atomic.Int64
+		left.Store(each)
+		for range workers {
+			wg.Go(func() {
+				for left.Add(-1) >= 0 {
+					req, _ := http.NewRequestWithContext(context.Background(), "GET", "http://api.test/items", nil)
+					resp, err := client.Do(req)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					_ = resp.Body.Close()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if n := alone.Load(); n > 0 {
+		t.Fatalf("%d EventStore: a Transport paced alone", n)
+	}
+	if len(sent) != 2*each {
+		t.Fatalf("%d requests reached the base, want %d", len(sent), 2*each)
+	}
+	slices.SortFunc(sent, func(a, b time.Time) int { return a.Compare(b) })
+	for i := range sent {
+		for j := i + 1; j < len(sent); j++ {
+			span := sent[j].Sub(sent[i]) + storetest.RealClock.Slack
+			if allowed := rate*span.Seconds() + burst; float64(j-i+1) > allowed {
+				t.Fatalf("%d requests within %v, more than %.1f (rate %d/s, burst %d)", j-i+1, sent[j].Sub(sent[i]), allowed, rate, burst)
+			}
+		}
+	}
+}
+
+// TestTransportWithoutRedis: through a Transport, a FailOpen Store that
+// finds no Redis sends the requests alone and says so once (EventStore,
+// with the cause); a FailClosed one fails them at once with
+// ErrStoreUnavailable. No Redis is needed: nothing listens at the address.
+func TestTransportWithoutRedis(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	base := rtFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: r}, nil
+	})
+	for _, tc := range []struct {
+		name       string
+		opt        redisstore.Option
+		wantErr    error // of each request
+		wantEvents int   // EventStore
+	}{
+		{"FailOpen", redisstore.FailOpen(0.5), nil, 1},
+		{"FailClosed", redisstore.FailClosed(), throttle.ErrStoreUnavailable, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = c.Close() })
+			var (
+				mu     sync.Mutex
+				events []throttle.Event
+			)
+			tr := throttle.New(base,
+				throttle.WithStore(redisstore.New(c, tc.opt)),
+				throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}),
+				throttle.WithEvents(func(e throttle.Event) {
+					if e.Kind == throttle.EventStore {
+						mu.Lock()
+						events = append(events, e)
+						mu.Unlock()
+					}
+				}))
+			t.Cleanup(func() { _ = tr.Close() })
+			start := time.Now()
+			for i := range 5 {
+				req, _ := http.NewRequest("GET", "http://api.test/items", nil)
+				resp, err := tr.RoundTrip(req)
+				if !errors.Is(err, tc.wantErr) || (tc.wantErr != nil) != (err != nil) {
+					t.Fatalf("request %d: %v, want %v", i, err, tc.wantErr)
+				}
+				if resp != nil {
+					_ = resp.Body.Close()
+				}
+			}
+			if took := time.Since(start); took > redisstore.DefaultTimeout+time.Second {
+				t.Errorf("5 requests took %v without Redis", took)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(events) != tc.wantEvents {
+				t.Fatalf("%d EventStore, want %d: %v", len(events), tc.wantEvents, events)
+			}
+			for _, e := range events {
+				if !errors.Is(e.Err, throttle.ErrStoreUnavailable) {
+					t.Errorf("EventStore with Err %v, want ErrStoreUnavailable", e.Err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,392 @@
+package throttle_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
+
+	"github.com/throttlehttp/throttle"
+	"github.com/throttlehttp/throttle/storetest"
+)
+
+// TestMemoryStore holds MemoryStore to the meaning every Store shares, on
+// synctest's clock: exactly.
+func TestMemoryStore(t *testing.T) {
+	for _, tc := range storetest.Tests {
+		t.Run(tc.Name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { tc.Fn(t, throttle.NewMemoryStore(), storetest.Clock{}) })
+		})
+	}
+}
+
+// overBucket is the most sends of times (sorted) that any interval of
+// length d holds, over the bucket's allowance r×d: a pacer at r with depth b
+// has at most b.
+func overBucket(times []time.Duration, r float64) float64 {
+	worst := 0.0
+	for i := range times {
+		for j := i; j < len(times); j++ {
+			if over := float64(j-i+1) - r*(times[j]-times[i]).Seconds(); over > worst {
+				worst = over
+			}
+		}
+	}
+	return worst
+}
+
+// TestStoreSharesOneQuota: two Transports, each configured at the whole
+// quota, share it through one Store: together they stay within the bucket,
+// and finish in the ideal time of their combined job.
+func TestStoreSharesOneQuota(t *testing.T) {
+	for _, shared := range []bool{true, false} {
+		name := map[bool]string{true: "shared", false: "alone"}[shared]
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := throttle.NewMemoryStore()
+				base := newRecorder()
+				pol := throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 10})
+				var rts []*throttle.Transport
+				for range 2 {
+					opts := []throttle.Option{pol}
+					if shared {
+						opts = append(opts, throttle.WithStore(store))
+					}
+					rts = append(rts, throttle.New(base, opts...))
+				}
+				var wg sync.WaitGroup
+				for _, rt := range rts {
+					for range 8 {
+						wg.Go(func() {
+							for range 25 {
+								assert.NoError(t, do(t, rt, "http://api.example/x"))
+							}
+						})
+					}
+				}
+				wg.Wait()
+				times := base.times()
+				require.Len(t, times, 400)
+				over, took := overBucket(times, 100), times[len(times)-1]
+				if !shared {
+					// The control: alone, each goes at the whole quota.
+					assert.Greater(t, over, 100.0)
+					return
+				}
+				assert.LessOrEqual(t, over, 9.0+1e-9, "more than Rate×T + depth in some interval T")
+				ideal := time.Duration(float64(400-9) / 100 * float64(time.Second))
+				assert.InDelta(t, ideal.Seconds(), took.Seconds(), 0.02*ideal.Seconds())
+			})
+		})
+	}
+}
+
+// TestStoreSharesPause: a 429 to one Transport holds the other's requests
+// until the Retry-After has passed; after it, the key resumes one request
+// per interval, not in a burst.
+func TestStoreSharesPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := throttle.NewMemoryStore()
+		start := time.Now()
+		var mu sync.Mutex
+		var sentAt []time.Duration
+		refuse := true
+		base := rtFunc(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if req.Header.Get("X-Who") == "a" && refuse {
+				refuse = false
+				return reply(req, http.StatusTooManyRequests, "Retry-After", "5"), nil
+			}
+			sentAt = append(sentAt, time.Since(start))
+			return reply(req, http.StatusOK), nil
+		})
+		pol := throttle.Policy{Rate: 10, Burst: 10}
+		a := throttle.New(base, throttle.WithPolicy(pol), throttle.WithStore(store), throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
+		b := throttle.New(base, throttle.WithPolicy(pol), throttle.WithStore(store))
+		req := newReq(t, context.Background(), http.MethodGet, "http://api.example/x")
+		req.Header.Set("X-Who", "a")
+		resp, err := a.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() { assert.NoError(t, do(t, b, "http://api.example/x")) })
+		}
+		wg.Wait()
+		require.Len(t, sentAt, 3)
+		for i, at := range sentAt {
+			assert.GreaterOrEqual(t, at, 5*time.Second+time.Duration(i)*100*time.Millisecond, "request %d of the other Transport", i)
+		}
+	})
+}
+
+// fast is a policy that holds nothing back here, but is shared.
+var fast = throttle.WithPolicy(throttle.Policy{Rate: 1e6, Burst: 1000})
+
+// fakeStore is a Store whose answers a test sets.
+type fakeStore struct {
+	mu      sync.Mutex
+	reserve func(maxWait time.Duration) (throttle.Reservation, error)
+	slowed  []throttle.Slowdown
+}
+
+func (s *fakeStore) Reserve(_ context.Context, _ string, _ throttle.Policy, maxWait time.Duration) (throttle.Reservation, error) {
+	s.mu.Lock()
+	f := s.reserve
+	s.mu.Unlock()
+	return f(maxWait)
+}
+
+func (s *fakeStore) Slow(_ context.Context, _ string, _ throttle.Policy, sd throttle.Slowdown) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.slowed = append(s.slowed, sd)
+	return nil
+}
+
+func (s *fakeStore) set(f func(time.Duration) (throttle.Reservation, error)) {
+	s.mu.Lock()
+	s.reserve = f
+	s.mu.Unlock()
+}
+
+// TestStoreErrors: what a Store's trouble does to requests.
+func TestStoreErrors(t *testing.T) {
+	down := errors.New("connection refused")
+	tests := []struct {
+		name     string
+		reserve  func(time.Duration) (throttle.Reservation, error)
+		deadline time.Duration
+		want     error
+		limit    throttle.Limit
+		stat     func(throttle.KeyStats) int64
+	}{
+		{"unreachable", func(time.Duration) (throttle.Reservation, error) {
+			return throttle.Reservation{}, down
+		}, 0, throttle.ErrStoreUnavailable, throttle.LimitStore, func(s throttle.KeyStats) int64 { return s.RefusedStore }},
+		{"beyond the deadline", func(maxWait time.Duration) (throttle.Reservation, error) {
+			return throttle.Reservation{Wait: maxWait + time.Second}, nil
+		}, 2 * time.Second, throttle.ErrWouldExceedDeadline, throttle.LimitStore, func(s throttle.KeyStats) int64 { return s.RefusedDeadline }},
+		{"paused too long", func(time.Duration) (throttle.Reservation, error) {
+			return throttle.Reservation{Wait: time.Hour, OK: true, Paused: true}, nil
+		}, 0, throttle.ErrPaused, throttle.LimitPause, func(s throttle.KeyStats) int64 { return s.RefusedPaused }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := &fakeStore{reserve: tc.reserve}
+				base := newRecorder()
+				rt := throttle.New(base, throttle.WithStore(store), throttle.WithPolicy(throttle.Policy{Rate: 1, Burst: 1}))
+				ctx := context.Background()
+				if tc.deadline > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+					defer cancel()
+				}
+				start := time.Now()
+				err := doCtx(t, ctx, rt, "http://api.example/x")
+				require.ErrorIs(t, err, tc.want)
+				var we *throttle.WaitError
+				require.ErrorAs(t, err, &we)
+				assert.Equal(t, tc.limit, we.Limit)
+				assert.Zero(t, time.Since(start), "failed at once")
+				assert.Empty(t, base.times(), "nothing sent")
+				assert.EqualValues(t, 1, tc.stat(rt.Stats().Total))
+			})
+		})
+	}
+}
+
+// TestStoreBookedWait: a request waits for the departure the Store booked,
+// in the line: those behind it wait too.
+func TestStoreBookedWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeStore{reserve: func(time.Duration) (throttle.Reservation, error) {
+			return throttle.Reservation{Wait: time.Second, OK: true}, nil
+		}}
+		base := newRecorder()
+		rt := throttle.New(base, throttle.WithStore(store), fast)
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() { assert.NoError(t, do(t, rt, "http://api.example/x")) })
+		}
+		wg.Wait()
+		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}, base.times())
+	})
+}
+
+// TestStoreFallbackEvents: EventStore says when the Store goes alone, and
+// when it is shared again, once each.
+func TestStoreFallbackEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		down := errors.New("redis: connection refused")
+		store := &fakeStore{reserve: func(time.Duration) (throttle.Reservation, error) {
+			return throttle.Reservation{OK: true, Fallback: down}, nil
+		}}
+		var mu sync.Mutex
+		var events []throttle.Event
+		rt := throttle.New(newRecorder(), throttle.WithStore(store), fast, throttle.WithEvents(func(e throttle.Event) {
+			if e.Kind == throttle.EventStore {
+				mu.Lock()
+				events = append(events, e)
+				mu.Unlock()
+			}
+		}))
+		for range 3 {
+			require.NoError(t, do(t, rt, "http://api.example/x"))
+		}
+		store.set(func(time.Duration) (throttle.Reservation, error) { return throttle.Reservation{OK: true}, nil })
+		for range 3 {
+			require.NoError(t, do(t, rt, "http://api.example/x"))
+		}
+		require.Len(t, events, 2)
+		assert.Equal(t, throttle.EventStore, events[0].Kind)
+		assert.ErrorIs(t, events[0].Err, down)
+		assert.Equal(t, throttle.EventStore, events[1].Kind)
+		assert.NoError(t, events[1].Err)
+	})
+}
+
+// TestStorePanicLeavesKeyInOrder: a Store that panics does not leave the
+// key's line without a head.
+func TestStorePanicLeavesKeyInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeStore{reserve: func(time.Duration) (throttle.Reservation, error) { panic("store bug") }}
+		rt := throttle.New(newRecorder(), throttle.WithStore(store), fast)
+		assert.PanicsWithValue(t, "store bug", func() { _ = do(t, rt, "http://api.example/x") })
+		store.set(func(time.Duration) (throttle.Reservation, error) { return throttle.Reservation{OK: true}, nil })
+		assert.NoError(t, do(t, rt, "http://api.example/x"))
+		assert.Zero(t, rt.Stats().Total.Queued)
+	})
+}
+
+// TestStoreToldSlowdown: a 429 tells the Store the pause, and the pace cut.
+func TestStoreToldSlowdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeStore{reserve: func(time.Duration) (throttle.Reservation, error) { return throttle.Reservation{OK: true}, nil }}
+		base := rtFunc(func(req *http.Request) (*http.Response, error) {
+			return reply(req, http.StatusTooManyRequests, "Retry-After", "3"), nil
+		})
+		rt := throttle.New(base, throttle.WithStore(store), throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 5}),
+			throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
+		require.NoError(t, do(t, rt, "http://api.example/x"))
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		require.Len(t, store.slowed, 1)
+		assert.Equal(t, 3*time.Second, store.slowed[0].Pause)
+		assert.Equal(t, rate.Limit(8), store.slowed[0].Pace)
+	})
+}
+
+// TestStoreUnpacedKeysPauseAlone: a key whose Policy paces nothing does not
+// ask the Store (a round trip per request for nothing to share).
+func TestStoreUnpacedKeysPauseAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var asked []string
+		store := &fakeStore{reserve: func(time.Duration) (throttle.Reservation, error) {
+			asked = append(asked, "asked")
+			return throttle.Reservation{OK: true}, nil
+		}}
+		rt := throttle.New(newRecorder(), throttle.WithStore(store),
+			throttle.WithHostPolicy("paced.example", throttle.Policy{Windows: []throttle.Window{{N: 100, Per: time.Second}}}))
+		require.NoError(t, do(t, rt, "http://unpaced.example/x"))
+		assert.Empty(t, asked, "an unpaced host")
+		require.NoError(t, do(t, rt, "http://paced.example/x"))
+		assert.Len(t, asked, 1, "a host with a window")
+	})
+}
+
+// TestStoreHoldsBackForJitter: the tokens a Transport holds back against the
+// jitter it sees are held back in the shared bucket too: it asks the Store
+// with a smaller Burst.
+func TestStoreHoldsBackForJitter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var bursts []int
+		store := &burstStore{seen: func(p throttle.Policy) { mu.Lock(); bursts = append(bursts, p.Burst); mu.Unlock() }}
+		n := 0
+		base := rtFunc(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			n++
+			d := time.Duration(n%2) * 20 * time.Millisecond // 0, 20 ms: jitter
+			mu.Unlock()
+			time.Sleep(d)
+			return reply(req, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithStore(store), throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 10}))
+		for range 20 {
+			require.NoError(t, do(t, rt, "http://api.example/x"))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, 10, bursts[0], "no jitter seen yet: one token held back, as the Store does itself")
+		assert.Less(t, bursts[len(bursts)-1], 10, "jitter seen: more held back")
+	})
+}
+
+// burstStore books at once and reports the Policy it was asked with.
+type burstStore struct{ seen func(throttle.Policy) }
+
+func (s *burstStore) Reserve(_ context.Context, _ string, p throttle.Policy, _ time.Duration) (throttle.Reservation, error) {
+	s.seen(p)
+	return throttle.Reservation{OK: true}, nil
+}
+
+func (s *burstStore) Slow(context.Context, string, throttle.Policy, throttle.Slowdown) error {
+	return nil
+}
+
+// TestMemoryStoreChangesNothingAlone: one Transport with a MemoryStore of
+// its own sends exactly when it would without one, for every kind of
+// Policy: the Store's arithmetic and the Transport's own do not drift
+// apart.
+func TestMemoryStoreChangesNothingAlone(t *testing.T) {
+	tests := []struct {
+		name string
+		p    throttle.Policy
+	}{
+		{"bucket", throttle.Policy{Rate: 50, Burst: 10}},
+		{"bucket of 1", throttle.Policy{Rate: 50, Burst: 1}},
+		{"queue", throttle.Policy{Rate: 50, Queue: 100}},
+		{"window", throttle.Policy{Windows: []throttle.Window{{N: 20, Per: time.Second}}}},
+		{"bucket and windows", throttle.Policy{Rate: 50, Burst: 5,
+			Windows: []throttle.Window{{N: 30, Per: time.Second}, {N: 100, Per: 10 * time.Second}}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var runs [2][]time.Duration
+			for i, withStore := range []bool{false, true} {
+				synctest.Test(t, func(t *testing.T) {
+					base := newRecorder()
+					opts := []throttle.Option{throttle.WithPolicy(tc.p)}
+					if withStore {
+						opts = append(opts, throttle.WithStore(throttle.NewMemoryStore()))
+					}
+					rt := throttle.New(base, opts...)
+					defer rt.Close()
+					var wg sync.WaitGroup
+					for range 8 {
+						wg.Go(func() {
+							for range 25 {
+								assert.NoError(t, do(t, rt, "http://api.example/x"))
+							}
+						})
+					}
+					wg.Wait()
+					runs[i] = base.times()
+				})
+			}
+			require.Len(t, runs[1], 200)
+			assert.Equal(t, runs[0], runs[1])
+		})
+	}
+}

@@ -1,0 +1,178 @@
+package throttle
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// This file holds MemoryStore, the Store that shares keys' quotas among the
+// Transports of one process.
+
+// MemoryStore is a [Store] in this process's memory: Transports given the
+// same MemoryStore share each key's quota as one Transport would, though
+// each keeps its own line and learns from its own answers (two clients of
+// one API key in one program, say). It is the Store every other Store is
+// held to (package storetest). Its zero value is not usable: make one with
+// [NewMemoryStore]. Idle keys are dropped, so memory stays bounded.
+type MemoryStore struct {
+	mu    sync.Mutex
+	keys  map[string]*storeKey
+	sweep int // keys at the last sweep
+}
+
+// storeKey is a key's shared state.
+type storeKey struct {
+	tat    time.Time  // GCRA: the theoretical arrival time of the next departure
+	last   time.Time  // the latest departure booked
+	pause  time.Time  // no departure before this
+	cut    rate.Limit // a pace cut by Slow, climbing back from cutAt
+	cutAt  time.Time
+	cutEnd time.Time // when it has climbed back to Policy.Rate
+	wins   map[Window]*storeWindow
+}
+
+// storeWindow is the last N departures of one window, oldest first, in a
+// ring.
+type storeWindow struct {
+	at    []time.Time
+	start int
+}
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{keys: map[string]*storeKey{}, sweep: 1024}
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+// Reserve books the key's next departure; see [Store].
+func (s *MemoryStore) Reserve(ctx context.Context, key string, p Policy, maxWait time.Duration) (Reservation, error) {
+	if err := ctx.Err(); err != nil {
+		return Reservation{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	k := s.key(key, now)
+	r := storePace(p, k.cut, k.cutAt, now)
+	if r >= p.Rate {
+		k.cut = 0
+	}
+	dep := latest(now, k.last, k.pause)
+	if r > 0 {
+		dep = latest(dep, k.tat.Add(-storeTolerance(p, r)))
+	}
+	for _, w := range p.Windows {
+		if kw := k.wins[w]; kw != nil && len(kw.at) >= w.N {
+			dep = latest(dep, kw.nth(len(kw.at)-w.N).Add(w.Per))
+		}
+	}
+	res := Reservation{Wait: dep.Sub(now), Paused: k.pause.After(now) && !k.pause.Before(dep)}
+	if res.Wait > maxWait {
+		return res, nil
+	}
+	res.OK = true
+	k.last = dep
+	if r > 0 {
+		k.tat = latest(k.tat, dep).Add(interval(r))
+	}
+	for _, w := range p.Windows {
+		k.window(w).add(dep, w.N)
+	}
+	return res, nil
+}
+
+// Slow shares a pause and a cut pace; see [Store].
+func (s *MemoryStore) Slow(ctx context.Context, key string, p Policy, sd Slowdown) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	k := s.key(key, now)
+	r := storePace(p, k.cut, k.cutAt, now)
+	if sd.Pace > 0 && sd.Pace < r {
+		k.cut, k.cutAt, r = sd.Pace, now, sd.Pace
+		back := float64(p.Rate-sd.Pace) / float64(p.Rate*climbShare)
+		k.cutEnd = now.Add(time.Duration(back * float64(time.Second)))
+	}
+	if sd.Pause > 0 {
+		until := now.Add(sd.Pause)
+		k.pause = latest(k.pause, until)
+		if r > 0 { // after the pause, one every 1/r: no burst
+			k.tat = latest(k.tat, until.Add(storeTolerance(p, r)))
+		}
+	}
+	return nil
+}
+
+// key returns the state of key, made if new; it sweeps out idle keys each
+// time their number has doubled.
+func (s *MemoryStore) key(key string, now time.Time) *storeKey {
+	if k, ok := s.keys[key]; ok {
+		return k
+	}
+	if len(s.keys) >= s.sweep {
+		for name, k := range s.keys {
+			if k.idle(now) {
+				delete(s.keys, name)
+			}
+		}
+		s.sweep = max(1024, 2*len(s.keys))
+	}
+	k := &storeKey{}
+	s.keys[key] = k
+	return k
+}
+
+// idle reports whether nothing of the key's state still holds a departure
+// at now: dropping it changes nothing.
+func (k *storeKey) idle(now time.Time) bool {
+	if k.tat.After(now) || k.pause.After(now) || k.last.After(now) || k.cutEnd.After(now) {
+		return false
+	}
+	for w, kw := range k.wins {
+		if len(kw.at) > 0 && kw.nth(len(kw.at)-1).Add(w.Per).After(now) {
+			return false
+		}
+	}
+	return true
+}
+
+func (k *storeKey) window(w Window) *storeWindow {
+	if k.wins == nil {
+		k.wins = map[Window]*storeWindow{}
+	}
+	kw := k.wins[w]
+	if kw == nil {
+		kw = &storeWindow{}
+		k.wins[w] = kw
+	}
+	return kw
+}
+
+// nth returns the i-th oldest departure.
+func (w *storeWindow) nth(i int) time.Time { return w.at[(w.start+i)%len(w.at)] }
+
+// add logs a departure, keeping the last n.
+func (w *storeWindow) add(at time.Time, n int) {
+	if len(w.at) < n {
+		w.at = append(w.at, at)
+		return
+	}
+	w.at[w.start] = at
+	w.start = (w.start + 1) % len(w.at)
+}
+
+func latest(a time.Time, bs ...time.Time) time.Time {
+	for _, b := range bs {
+		if b.After(a) {
+			a = b
+		}
+	}
+	return a
+}

@@ -1,0 +1,272 @@
+// Package storetest holds the tests every [throttle.Store] must pass: one
+// meaning of a shared quota, whatever keeps it. Run them from a test of your
+// Store:
+//
+//	func TestStore(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) throttle.Store { return newStore(t) }, storetest.RealClock)
+//	}
+//
+// The tests read the waits a Store books, on the Store's own clock; they
+// never sleep. A Store whose clock is real (Redis) is read within a slack
+// of the exact figure, on a scale that keeps it small (RealClock):
+// bookings made one after another take a little time.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/throttlehttp/throttle"
+)
+
+// Clock says how the suite reads a Store's clock.
+type Clock struct {
+	// Scale makes every time of the suite Scale times longer, and every
+	// rate Scale times slower, so that on a real clock its figures stay
+	// large beside the time a booking takes. 0: 1.
+	Scale float64
+	// Slack is how far a wait may be from the exact figure, after
+	// scaling. 0: exact, as on synctest's clock.
+	Slack time.Duration
+}
+
+// RealClock is the Clock for a Store on a real clock, reached over a
+// network (Redis): the suite's times 5 times longer, each wait within
+// 100 ms, what a loaded machine may take between two bookings.
+var RealClock = Clock{Scale: 5, Slack: 100 * time.Millisecond}
+
+func (c Clock) scale() float64 {
+	if c.Scale <= 0 {
+		return 1
+	}
+	return c.Scale
+}
+
+// d is d scaled.
+func (c Clock) d(d time.Duration) time.Duration { return time.Duration(float64(d) * c.scale()) }
+
+// ms is n milliseconds, scaled.
+func (c Clock) ms(n int) time.Duration { return c.d(time.Duration(n) * time.Millisecond) }
+
+// rate is r per second, scaled.
+func (c Clock) rate(r float64) rate.Limit { return rate.Limit(r / c.scale()) }
+
+// A Test is one test of the suite.
+type Test struct {
+	Name string
+	Fn   func(*testing.T, throttle.Store, Clock)
+}
+
+// Tests is the suite. Run runs it; run each test yourself to wrap it (in a
+// synctest bubble, for a Store on Go's clock).
+var Tests = []Test{
+	{"Bucket", testBucket},
+	{"Queue", testQueue},
+	{"Window", testWindow},
+	{"WindowAndRate", testWindowAndRate},
+	{"MaxWait", testMaxWait},
+	{"Pause", testPause},
+	{"PaceCut", testPaceCut},
+	{"KeysApart", testKeysApart},
+	{"Concurrent", testConcurrent},
+	{"Canceled", testCanceled},
+}
+
+// Run runs every test of the suite against stores made by newStore, one per
+// test, reading their clock as c says. Each test uses its own keys.
+func Run(t *testing.T, newStore func(t *testing.T) throttle.Store, c Clock) {
+	for _, tc := range Tests {
+		t.Run(tc.Name, func(t *testing.T) { tc.Fn(t, newStore(t), c) })
+	}
+}
+
+var never = time.Duration(math.MaxInt64)
+
+// waits books n departures of key under p and returns their waits.
+func waits(t *testing.T, s throttle.Store, key string, p throttle.Policy, n int) []time.Duration {
+	t.Helper()
+	out := make([]time.Duration, n)
+	for i := range out {
+		r, err := s.Reserve(context.Background(), key, p, never)
+		if err != nil {
+			t.Fatalf("Reserve %d: %v", i, err)
+		}
+		if !r.OK {
+			t.Fatalf("Reserve %d: not booked with no bound on the wait (wait %v)", i, r.Wait)
+		}
+		out[i] = r.Wait
+	}
+	return out
+}
+
+// near fails unless every wait is within c.Slack of want (the wait of
+// departure i).
+func near(t *testing.T, c Clock, got []time.Duration, want func(i int) time.Duration) {
+	t.Helper()
+	for i, g := range got {
+		if w := want(i); g < w-c.Slack || g > w+c.Slack {
+			t.Errorf("departure %d: wait %v, want %v (±%v); all: %v", i, g, w, c.Slack, got)
+			return
+		}
+	}
+}
+
+// testBucket: a bucket of Rate 10 and Burst 5 lets 4 go at once (one token
+// is held in reserve), then one every 100 ms.
+func testBucket(t *testing.T, s throttle.Store, c Clock) {
+	got := waits(t, s, "bucket", throttle.Policy{Rate: c.rate(10), Burst: 5}, 8)
+	near(t, c, got, func(i int) time.Duration { return c.ms(100 * max(0, i-3)) })
+}
+
+// testQueue: a leaky bucket releases one every 1/Rate, the first at once.
+func testQueue(t *testing.T, s throttle.Store, c Clock) {
+	got := waits(t, s, "queue", throttle.Policy{Rate: c.rate(10), Queue: 100}, 5)
+	near(t, c, got, func(i int) time.Duration { return c.ms(100 * i) })
+}
+
+// testWindow: at most N in any interval of length Per.
+func testWindow(t *testing.T, s throttle.Store, c Clock) {
+	p := throttle.Policy{Windows: []throttle.Window{{N: 3, Per: c.d(time.Second)}}}
+	got := waits(t, s, "window", p, 7)
+	near(t, c, got, func(i int) time.Duration { return c.d(time.Second * time.Duration(i/3)) })
+}
+
+// testWindowAndRate: a window and a bucket both hold: the later of the two.
+func testWindowAndRate(t *testing.T, s throttle.Store, c Clock) {
+	p := throttle.Policy{Rate: c.rate(10), Burst: 1, Windows: []throttle.Window{{N: 3, Per: c.d(time.Second)}}}
+	got := waits(t, s, "window+rate", p, 5)
+	near(t, c, got, func(i int) time.Duration { return c.ms([]int{0, 100, 200, 1000, 1100}[i]) })
+}
+
+// testMaxWait: a departure later than maxWait is not booked: asking again
+// finds the same one.
+func testMaxWait(t *testing.T, s throttle.Store, c Clock) {
+	p := throttle.Policy{Rate: c.rate(10), Queue: 10}
+	waits(t, s, "maxwait", p, 3) // 0, 100 ms, 200 ms: the next is at 300 ms
+	for range 3 {
+		r, err := s.Reserve(context.Background(), "maxwait", p, c.ms(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OK || r.Wait < c.ms(300)-c.Slack || r.Wait > c.ms(300)+c.Slack {
+			t.Fatalf("Reserve with maxWait %v: %+v, want not booked, wait %v", c.ms(100), r, c.ms(300))
+		}
+	}
+	got := waits(t, s, "maxwait", p, 1)
+	near(t, c, got, func(int) time.Duration { return c.ms(300) })
+}
+
+// testPause: no departure within a pause; after it, one every 1/Rate, not
+// the bucket's burst; Paused says the pause held it.
+func testPause(t *testing.T, s throttle.Store, c Clock) {
+	p := throttle.Policy{Rate: c.rate(10), Burst: 10}
+	if err := s.Slow(context.Background(), "pause", p, throttle.Slowdown{Pause: c.ms(2000)}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Reserve(context.Background(), "pause", p, never)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK || !r.Paused || r.Wait < c.ms(2000)-c.Slack || r.Wait > c.ms(2000)+c.Slack {
+		t.Fatalf("first Reserve in a %v pause: %+v, want booked, paused, wait %v", c.ms(2000), r, c.ms(2000))
+	}
+	got := waits(t, s, "pause", p, 3)
+	near(t, c, got, func(i int) time.Duration { return c.ms(2000 + 100*(i+1)) })
+	// A shorter pause does not shorten it.
+	if err := s.Slow(context.Background(), "pause", p, throttle.Slowdown{Pause: c.ms(1000)}); err != nil {
+		t.Fatal(err)
+	}
+	got = waits(t, s, "pause", p, 1)
+	near(t, c, got, func(int) time.Duration { return c.ms(2400) })
+}
+
+// testPaceCut: a cut pace holds for every departure, and climbs back by a
+// tenth of Rate per second.
+func testPaceCut(t *testing.T, s throttle.Store, c Clock) {
+	p := throttle.Policy{Rate: c.rate(10), Queue: 100}
+	if err := s.Slow(context.Background(), "cut", p, throttle.Slowdown{Pace: c.rate(5)}); err != nil {
+		t.Fatal(err)
+	}
+	// At half the pace, climbing a tenth of it each second: the gaps are
+	// twice as long, and shrink slowly.
+	got := waits(t, s, "cut", p, 3)
+	near(t, c, got, func(i int) time.Duration { return c.ms(200 * i) })
+	// A cut above the pace now changes nothing.
+	if err := s.Slow(context.Background(), "cut", p, throttle.Slowdown{Pace: c.rate(20)}); err != nil {
+		t.Fatal(err)
+	}
+	got = waits(t, s, "cut", p, 1)
+	near(t, c, got, func(int) time.Duration { return c.ms(600) })
+}
+
+// testKeysApart: keys share nothing.
+func testKeysApart(t *testing.T, s throttle.Store, c Clock) {
+	p := throttle.Policy{Rate: c.rate(1), Burst: 2}
+	for _, key := range []string{"a", "b", "c"} {
+		got := waits(t, s, "apart "+key, p, 1)
+		near(t, c, got, func(int) time.Duration { return 0 })
+	}
+	if err := s.Slow(context.Background(), "apart a", p, throttle.Slowdown{Pause: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	got := waits(t, s, "apart b", p, 1)
+	near(t, c, got, func(int) time.Duration { return c.ms(1000) })
+}
+
+// testConcurrent: bookings from many goroutines at once are as many
+// distinct departures, one per interval.
+func testConcurrent(t *testing.T, s throttle.Store, c Clock) {
+	const workers, each = 8, 25
+	p := throttle.Policy{Rate: c.rate(100), Queue: 1000}
+	var (
+		mu  sync.Mutex
+		all []time.Duration
+		wg  sync.WaitGroup
+	)
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				r, err := s.Reserve(context.Background(), "concurrent", p, never)
+				if err != nil || !r.OK {
+					t.Errorf("Reserve: %+v, %v", r, err)
+					return
+				}
+				at := time.Since(start) + r.Wait
+				mu.Lock()
+				all = append(all, at)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	if len(all) != workers*each {
+		t.Fatalf("%d departures, want %d", len(all), workers*each)
+	}
+	// 200 departures at 100 a (scaled) second: in any second, at most 100,
+	// and what the slack lets in.
+	extra := int(c.Slack / c.ms(10))
+	for i := 0; i+100+extra < len(all); i++ {
+		if span := all[i+100+extra] - all[i]; span < c.ms(1000) {
+			t.Fatalf("departures %d to %d within %v: more than 100 in %v", i, i+100+extra, span, c.ms(1000))
+		}
+	}
+}
+
+// testCanceled: a Store honours its context.
+func testCanceled(t *testing.T, s throttle.Store, _ Clock) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Reserve(ctx, "canceled", throttle.Policy{Rate: 1, Burst: 1}, never)
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, throttle.ErrStoreUnavailable) {
+		t.Fatalf("Reserve with a canceled context: %v, want context.Canceled", err)
+	}
+}
