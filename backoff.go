@@ -62,6 +62,38 @@ type Retry struct {
 	// BudgetFloor is the retries a minute the budget allows a key whatever
 	// its share. 0: 10. Negative: none (the share alone).
 	BudgetFloor int
+
+	// ShouldRetry, if set, has the last word on whether an attempt's
+	// outcome is retried (retry 500s of this API, 408 and 425 always, a 401
+	// after a token refresh): it is given the response, or nil and the
+	// error, and what the rules above decided, and returns its decision.
+	// It is called once per attempt, after the key has learned from the
+	// answer (a 429 pauses the key whatever it says). It may read resp's
+	// status and header, not its body. What it cannot change: a body
+	// without GetBody is never sent twice; MaxAttempts, MaxElapsed,
+	// MaxRetryAfter, the context and the retry budget still end retrying
+	// (every retry but a quota signal's spends the budget); every retry
+	// waits its turn at the key. nil: the rules above.
+	ShouldRetry func(resp *http.Response, err error, retry bool) bool
+
+	// Prepare, if set, is called before each retry with the request it
+	// will send: a copy of the caller's request made for this retry (its
+	// Header cloned, its body a fresh one from GetBody), which it may
+	// change (a new token, a new signature, a header saying which retry it
+	// is). The caller's request is never modified. attempt is the retry's
+	// number: 2 for the first. An error ends retrying: the caller gets the
+	// last answer, or the last error, and EventGaveUp says why. nil: each
+	// retry sends the caller's request, its body from GetBody.
+	Prepare func(req *http.Request, attempt int) error
+
+	// NewBackOff, if set, makes a request's backoff, when the request
+	// first retries: its NextBackOff is the delay before each retry, taken
+	// as it is (no jitter is added), never shorter than the server's
+	// Retry-After; backoff.Stop ends retrying. The key's pauses keep their
+	// own length (the server's Retry-After, else the backoff of
+	// InitialDelay and MaxDelay). A nil BackOff made: no retries. nil:
+	// exponential from InitialDelay to MaxDelay, with full jitter.
+	NewBackOff func() backoff.BackOff
 }
 
 func (r Retry) withDefaults() Retry {

@@ -18,8 +18,11 @@
 //     a quota signal slows a paced key, once per episode, and the pace is
 //     back within seconds unless the refusals prove the quota lower; a key
 //     with no pace, no windows and no quota headers learns one from its
-//     429s, guessed at the first and searched for from there, and then
-//     takes an isolated 429 as a collision, not an order to stop;
+//     429s, guessed at the first (whose pause peeks into the last second
+//     of a whole-second Retry-After, so a server that gives back at once
+//     costs an eighth of a second, not a second) and searched for from
+//     there, and then takes an isolated 429 as a collision, not an order
+//     to stop;
 //   - kept within what the server's quota headers say remains, when it
 //     sends them (X-RateLimit-*, the IETF RateLimit fields, GitHub's and
 //     Shopify's forms; see [ParseQuota]), on every answer, 2xx included:

@@ -53,6 +53,12 @@ const (
 	// ErrMaxElapsed, ErrStoreUnavailable, or the context's error), and
 	// Event.Limit which limit held it.
 	EventRefused
+	// EventAnswered: an attempt sent to the base RoundTripper came back:
+	// Event.Status is the answer's status code, or Event.Err the base's
+	// error (Status 0). Sent for every attempt sent, before what the
+	// answer teaches (EventThrottled, EventPace, EventPaused), so a
+	// handler can count attempts and their answers.
+	EventAnswered
 )
 
 func (k EventKind) String() string {
@@ -73,6 +79,8 @@ func (k EventKind) String() string {
 		return "waited"
 	case EventRefused:
 		return "refused"
+	case EventAnswered:
+		return "answered"
 	}
 	return "unknown"
 }
@@ -151,8 +159,31 @@ func (r *request) emit(e Event) {
 // shownURL is u as events show it: without user info, query or fragment,
 // which may hold credentials ("https://user:pass@host/p?api_key=…").
 func shownURL(u *url.URL) string {
+	if u.Opaque == "" && u.Scheme != "" && plainHost(u.Host) {
+		p := u.EscapedPath()
+		if p != "" && p[0] != '/' {
+			p = "/" + p
+		}
+		return u.Scheme + "://" + u.Host + p // what url.URL.String makes of these, in one allocation
+	}
 	v := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath, Opaque: u.Opaque}
 	return v.String()
+}
+
+// plainHost reports whether h is a host url.URL.String writes as it is:
+// letters, digits, '.', '-', ':', '[' and ']' (a name, an IP, a port).
+func plainHost(h string) bool {
+	if h == "" {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		switch c := h[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '-', c == ':', c == '[', c == ']':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // admitted tells an attempt's wait for its turn, if it waited, and the
@@ -180,9 +211,10 @@ func (r *request) refused(attempt int, err error) {
 	r.emit(e)
 }
 
-// told tells what an attempt's answer taught: a quota signal, the pace, a
-// pause.
+// told tells an attempt's answer, and what it taught: a quota signal, the
+// pace, a pause.
 func (r *request) told(attempt int, resp *http.Response, err error, o outcome) {
+	r.emit(Event{Kind: EventAnswered, Attempt: attempt, Status: status(resp), Err: err})
 	if o.h.throttled() {
 		r.emit(Event{Kind: EventThrottled, Attempt: attempt, Status: resp.StatusCode})
 	}

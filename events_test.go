@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -85,8 +86,9 @@ func TestEventsSayWhichRequest(t *testing.T) {
 				assert.NotContains(t, e.URL+logged, secret)
 			}
 		}
-		assert.Equal(t, []throttle.EventKind{throttle.EventThrottled, throttle.EventPaused, throttle.EventRetry, throttle.EventWaited}, kinds)
-		assert.Equal(t, 2, events[3].Attempt, "the retry waited")
+		assert.Equal(t, []throttle.EventKind{throttle.EventAnswered, throttle.EventThrottled, throttle.EventPaused,
+			throttle.EventRetry, throttle.EventWaited, throttle.EventAnswered}, kinds)
+		assert.Equal(t, 2, events[4].Attempt, "the retry waited")
 	})
 }
 
@@ -161,6 +163,47 @@ func TestEventRefused(t *testing.T) {
 			var we *throttle.WaitError
 			assert.True(t, errors.As(refused[i].Err, &we))
 		}
+	})
+}
+
+// Every attempt sent says what came back: its status code, or the base's
+// error; a request refused before it was sent says nothing of an answer.
+func TestEventAnswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		errNet := syscall.ECONNRESET
+		answers := []func(*http.Request) (*http.Response, error){
+			func(req *http.Request) (*http.Response, error) { return nil, errNet },
+			func(req *http.Request) (*http.Response, error) { return reply(req, http.StatusServiceUnavailable), nil },
+			func(req *http.Request) (*http.Response, error) { return reply(req, http.StatusOK), nil },
+		}
+		n := 0
+		base := rtFunc(func(req *http.Request) (*http.Response, error) {
+			n++
+			return answers[n-1](req)
+		})
+		var log eventLog
+		rt := throttle.New(base, log.option(), throttle.WithPolicy(throttle.Policy{Rate: 1, Queue: 1}))
+		defer rt.Close()
+		require.NoError(t, do(t, rt, "http://api.test/x"))
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		require.ErrorIs(t, doCtx(t, ctx, rt, "http://api.test/x"), throttle.ErrWouldExceedDeadline)
+
+		answered := log.of(throttle.EventAnswered)
+		require.Len(t, answered, 3, "one per attempt sent, none for the refusal")
+		for i, want := range []struct {
+			status int
+			err    error
+		}{{0, errNet}, {http.StatusServiceUnavailable, nil}, {http.StatusOK, nil}} {
+			assert.Equal(t, i+1, answered[i].Attempt)
+			assert.Equal(t, want.status, answered[i].Status, "attempt %d", i+1)
+			if want.err == nil {
+				assert.NoError(t, answered[i].Err, "attempt %d", i+1)
+			} else {
+				assert.ErrorIs(t, answered[i].Err, want.err, "attempt %d", i+1)
+			}
+		}
+		assert.Equal(t, "answered", throttle.EventAnswered.String())
 	})
 }
 

@@ -2,12 +2,14 @@ package throttle_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/throttlehttp/throttle"
@@ -75,7 +77,7 @@ func ExampleWithEvents() {
 	}))
 	rt := throttle.New(base, throttle.WithRetry(throttle.Retry{InitialDelay: time.Microsecond}),
 		throttle.WithEvents(func(e throttle.Event) {
-			if e.Kind != throttle.EventWaited { // one per request in a paced job: counted, not logged
+			if e.Kind != throttle.EventWaited && e.Kind != throttle.EventAnswered { // one per attempt: counted, not logged
 				logger.Info("throttle", "event", e)
 			}
 		}))
@@ -116,4 +118,35 @@ func ExampleRetry_replayableFileBody() {
 	body.Close()
 	fmt.Println(buf.String())
 	// Output: {"id": 1}
+}
+
+// A service that runs a batch and serves users on one API key: the users'
+// requests carry a priority, and go before the batch's waiting requests.
+func ExamplePriority() {
+	var mu sync.Mutex
+	var order []string
+	api := rtFunc(func(r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		order = append(order, r.Header.Get("X-Who"))
+		mu.Unlock()
+		return reply(r, http.StatusOK), nil
+	})
+	rt := throttle.New(api, throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 1}))
+	defer rt.Close()
+	send := func(ctx context.Context, who string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://api.example.com/v1/items", nil)
+		req.Header.Set("X-Who", who)
+		if resp, err := rt.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+	send(context.Background(), "batch") // takes the token: the next waits 100 ms
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() { send(context.Background(), "batch") })
+	}
+	wg.Go(func() { send(throttle.With(context.Background(), throttle.Priority(1)), "user") })
+	wg.Wait()
+	fmt.Println(strings.Join(order, ", "))
+	// Output: batch, user, batch, batch, batch
 }

@@ -15,18 +15,34 @@ import (
 // answers an attempt sent at the pace in force: the refusals of attempts
 // sent before the last cut neither cut the pace again nor count below.
 //
-//  1. First guess. The key's first refusal pauses it for the Retry-After,
-//     as any unpaced key's, and gives it a pace: the answers the server
-//     accepted before, over the time from the first answer to the end of
-//     the pause (once the pause ends, with the answers that came during it).
-//     For a window or a log that is about the quota; for a bucket, its depth
-//     per Retry-After, far below its refill.
-//  2. Search. From there the pace doubles every 150 ms until a refusal, then
-//     searches between the last pace that held and the refused one, a step
-//     per Retry-After (within 75 ms and 1 s), until they are within a
-//     sixteenth: it cruises at the faster that held. A pace has held a whole
-//     test when twice that went by unrefused (a window counts over its whole
-//     length).
+//  1. First guess. The key's first refusal pauses it and gives it a pace:
+//     the answers the server accepted before, over the time from the first
+//     answer to the end of the Retry-After. A wait of a second or more may
+//     be rounded up to whole seconds by up to one, so the key pauses only
+//     for what surely remains and peeks into the last second: one request
+//     1/8 s in, then, each time the peek is refused, one twice as far from
+//     its refusal, until the wait first asked for has passed (the refused
+//     requests themselves wait their whole Retry-After). A server that
+//     gives back gradually, a bucket, takes the first peek: the guess is
+//     then the answers accepted over the time until it, with those that
+//     came during the pause. One that refuses the first peek keeps the
+//     guess, over the whole wait asked for: a window or a log, or a bucket
+//     whose first tokens went to requests already on their way. Held to the
+//     end of the wait and given back at once, it is a window, and the
+//     guess about its rate: the pace cruises from there (rule 5). Given
+//     back earlier, it grows as a bucket's (rule 2), and a window's reset
+//     that came early is set right by rule 4.
+//  2. Search. From a bucket's guess the pace doubles every 150 ms until a
+//     refusal, then searches between the last pace that held and the
+//     refused one, a step per Retry-After (within 75 ms and 1 s), until
+//     they are within a sixteenth: it cruises at the faster that held. A
+//     pace has held a whole test when twice that went by unrefused (a
+//     window counts over its whole length). A pace rises only once the key
+//     sent at least 0.8 of it since it was set or the key resumed: a pace
+//     that its round trips, not the pace, kept it from reaching proves
+//     nothing. The pacer of a learned pace holds two tokens, so a turn
+//     taken late (a waiter woken late on a busy machine) leaves its time
+//     to the next instead of losing it.
 //  3. Collisions. A refusal of a learned pace is a collision, not an order to
 //     stop: the refused request waits its own Retry-After, and the key goes
 //     on, cruising at 0.95 of its pace (searching, at the last pace that
@@ -38,15 +54,23 @@ import (
 //     when the server took less than 0.9 of what the key sent. A refusal
 //     before 20 answers came back accepted says the pace is far too fast:
 //     it goes to the rate accepted in between, within half and 0.95 of
-//     itself.
+//     itself, and the search stays below the pace refused (a slow quota
+//     refuses before 20 answers every time).
 //  4. Spent. Refusals that keep coming after a cut (3 of the key's last 20
-//     answers) or a wait over 2 s pause the whole key. When they came with
-//     nothing accepted between them (the server's count is held until it
-//     gives back, as a window's until its reset), the pace goes back to the
-//     fastest that held a whole test, but not below half of itself; far
-//     below what was refused, it probes again a test later, from a
-//     sixteenth.
-//  5. Probes. A cruising pace waits 4 quiet seconds after a cut, then probes
+//     answers) or a wait over 2 s pause the whole key, peeking into the
+//     last second of the wait as in rule 1; the refusals of attempts sent
+//     before the pause extend it only when they ask for a later end. When
+//     they came with nothing accepted between them (the server's count is
+//     held until it gives back, as a window's until its reset), the pace
+//     goes back to the fastest that held a whole test, but not below half
+//     of itself, and when the key resumes, no higher than what the server
+//     took over the cycle: the answers accepted from the resume before to
+//     the reset, which came between the last peek refused and this resume
+//     (halfway is taken), again not below half; far below what was
+//     refused, it probes again a test later, from a sixteenth.
+//  5. Probes. A cruising pace waits 4 quiet seconds after a cut, and at
+//     least 200 answers' worth of itself (so that probes that end in a
+//     refusal cost at most one 429 in 200, whatever the quota), then probes
 //     upward by 1%, then 2%, 4%… up to 25% (up to doubling while below half
 //     the last pace refused), each step held a test; a
 //     sixteenth past the last pace refused it grows again as in rule 2: the
@@ -60,18 +84,23 @@ import (
 // probes up again when the other leaves. (The shares converge slowly: the
 // cuts are few.)
 const (
-	growEvery   = 150 * time.Millisecond // a growing pace doubles after this long unrefused
-	bisectTol   = 1.0 / 16               // the search ends when what was refused is within this share of what held
-	longestTest = 2 * time.Second        // a whole test is twice the server's wait, at most this long
-	cutShare    = 0.95                   // a collision cuts the pace to this share of itself
-	quickShare  = 0.5                    // a refusal soon after another cuts it to this share at most
-	cruiseShare = 0.97                   // or to this share of what the server was measured to accept
-	provedShare = 0.9                    // when that is below this share of the pace since the last refusal
-	minCount    = 20                     // answers accepted between two refusals that make a measure
-	probeHold   = 4 * time.Second        // after a cut, the pace holds this long before probing
-	longestHold = time.Minute            // nor ever longer than this
-	probeFirst  = 0.01                   // a probe raises the pace by this share of itself, doubling each step
-	probeMost   = 0.25                   // up to this share
+	growEvery    = 150 * time.Millisecond // a growing pace doubles after this long unrefused
+	peekFirst    = time.Second / 8        // the first peek into the last second of a wait
+	bisectTol    = 1.0 / 16               // the search ends when what was refused is within this share of what held
+	longestTest  = 2 * time.Second        // a whole test is twice the server's wait, at most this long
+	cutShare     = 0.95                   // a collision cuts the pace to this share of itself
+	quickShare   = 0.5                    // a refusal soon after another cuts it to this share at most
+	cruiseShare  = 0.97                   // or to this share of what the server was measured to accept
+	provedShare  = 0.9                    // when that is below this share of the pace since the last refusal
+	minCount     = 20                     // answers accepted between two refusals that make a measure
+	reachedShare = 0.8                    // a pace is raised only once the key sent this share of it since it was set
+	probeHold    = 4 * time.Second        // after a cut, the pace holds this long before probing
+	holdCount    = 200                    // and at least this many answers' worth of the pace
+	longestHold  = time.Minute            // nor ever longer than this
+	probeFirst   = 0.01                   // a probe raises the pace by this share of itself, doubling each step
+	probeMost    = 0.25                   // up to this share
+
+	learnedBurst = 2 // a learned pace's tokens: a waiter that wakes late (a busy machine) does not lose the time
 
 	slowestRate = rate.Limit(0.1) // a learned pace never drops below this
 	fastestRate = rate.Limit(1e6) // nor grows above this; as hi: nothing refused yet
@@ -107,11 +136,20 @@ type learner struct {
 	next  time.Duration // the pace may rise from then on
 	setAt time.Duration // when the pace was last set
 
-	cut      uint64        // attempts admitted up to this one were sent before the last cut
-	since    time.Duration // accepted answers are counted from here
-	accepted int           // answers accepted since then, to attempts sent after the cut
-	from     time.Duration // first: the first guess counts from here
-	firstN   int           // this many answers
+	reachAt  time.Duration // the pace was last set, or the key resumed, then
+	reachAdm uint64        // the key's admissions then
+
+	cut         uint64        // attempts admitted up to this one were sent before the last cut
+	since       time.Duration // accepted answers are counted from here
+	accepted    int           // answers accepted since then, to attempts sent after the cut
+	from        time.Duration // first: the first guess counts from here
+	firstN      int           // this many answers
+	peekEnd     time.Duration // paused: the end of the wait asked by the refusal that began the pause
+	peekStep    time.Duration // paused: the last peek came this long after its refusal (0: not peeking, -1: no more peeks)
+	runFrom     time.Duration // the key last resumed then
+	run         int           // answers accepted since
+	cycle       bool          // paused by a held count: the resume measures what the server took
+	peekRefused time.Duration // when the last peek was refused
 }
 
 // learning returns the key's learner, or nil if it has none.
@@ -138,12 +176,20 @@ func (ks *keyState) stale(tk ticket) bool {
 // accepted counts an answer the server accepted to tk, for a key that
 // learns its pace.
 func (l *learner) accept(tk ticket) {
+	l.run++
 	switch {
 	case l.first:
 		l.firstN++ // an answer to the burst that drew the first refusal
 	case tk.adm > l.cut:
 		l.accepted++
 	}
+}
+
+// holdFor is how long a cut pace r holds before it probes: hold, and at
+// least holdCount answers' worth of r, so that probes that end in a
+// refusal cost at most one 429 in holdCount whatever the quota.
+func (l *learner) holdFor(r rate.Limit) time.Duration {
+	return max(l.hold, time.Duration(float64(holdCount)/float64(r)*float64(time.Second)))
 }
 
 // testLength is how long a pace must hold to count as held, when the server
@@ -169,30 +215,83 @@ func (ks *keyState) startLearning(now time.Time, at, wait time.Duration, run int
 		return
 	}
 	r := clampRate(rate.Limit(float64(run) / (at - from + wait).Seconds()))
-	ks.lim = rate.NewLimiter(r, 1)
-	ks.lim.AllowN(now, 1) // the server's count is at its limit: the next waits its turn
+	ks.lim = rate.NewLimiter(r, learnedBurst)
+	ks.lim.AllowN(now, learnedBurst) // the server's count is at its limit: the next waits its turn
 	ks.rarely().learn = learner{on: true, edge: true, first: true, mode: modeGrow,
 		lo: r, hi: fastestRate, tested: r, low: r,
-		test: testLength(wait), hold: probeHold, next: at + wait, setAt: at,
-		cut: ks.admitted, since: at, from: from, firstN: run}
+		test: testLength(wait), hold: probeHold, next: at + wait, setAt: at, reachAt: at, reachAdm: ks.admitted,
+		cut: ks.admitted, since: at, from: from, firstN: run, runFrom: from, run: run}
 	ks.troubled().adapt.adjusted = at
+}
+
+// peek is how long a learning key pauses after a refusal at at that asks
+// for wait, when a pause begins or a peek is refused (rules 1 and 4): a wait of a second
+// or more may be rounded up to whole seconds by up to one, so the key pauses
+// for what surely remains and peeks into the last second, 1/8 s in, then
+// twice as far each time the peek is refused, until the wait first asked
+// for has passed. A shorter wait is taken as exact. A refusal that asks for
+// a later end than the pause's begins the peeks again from there.
+func (ks *keyState) peek(at, wait time.Duration) time.Duration {
+	l := ks.learning()
+	switch {
+	case wait >= time.Second && (l.peekStep == 0 || at+wait > l.peekEnd+time.Second):
+		// A pause begins, or the server asks for a later end.
+		l.peekEnd, l.peekStep = at+wait, peekFirst
+		return wait - time.Second + peekFirst
+	case l.peekStep <= 0 || at >= l.peekEnd:
+		l.peekEnd, l.peekStep = max(l.peekEnd, at+wait), -1 // no more peeks
+		return wait
+	}
+	l.peekStep, l.peekRefused = 2*l.peekStep, at
+	return min(l.peekStep, l.peekEnd-at)
 }
 
 // resumeLearned begins a new count when the key resumes after a pause: the
 // server's count gave back what the pause let it. After the first pause,
-// the first guess takes in the answers that came during it.
+// the first guess takes in the answers that came during it, over the time
+// until the first peek taken, or until the end of the wait first asked for
+// if the server held its count past the first peek (rule 1). After a pause
+// that a held count began, the pace goes no higher than what the server
+// took since the resume before (rule 4).
 func (ks *keyState) resumeLearned(now time.Time, at time.Duration) {
 	l := ks.learning()
 	if l == nil || !l.on {
 		return
 	}
 	if l.first {
-		l.first = false
-		if r := clampRate(rate.Limit(float64(l.firstN) / (at - l.from).Seconds())); r > ks.lim.Limit() {
+		l.first, l.next = false, at+growEvery
+		span := at - l.from
+		if l.peekStep != peekFirst && l.peekEnd > at {
+			span = l.peekEnd - l.from // held, then given back at once: a window up to the wait asked
+		}
+		if r := clampRate(rate.Limit(float64(l.firstN) / span.Seconds())); r > ks.lim.Limit() {
 			ks.lim.SetLimitAt(now, r)
 			l.lo, l.tested = r, r
 		}
+		if l.peekStep > peekFirst && at >= l.peekEnd {
+			// Held to the end of the wait asked, then given back at
+			// once: the guess is a window's rate. It is probed, not
+			// doubled. (A count given back earlier, at a later peek,
+			// may be a bucket whose first tokens went to requests
+			// already on their way: it grows from the guess.)
+			l.mode, l.step, l.next = modeCruise, probeFirst, at+l.test
+		}
 	}
+	if end := at; l.cycle && at > l.runFrom {
+		// What the server took from the resume before to its reset, over
+		// a pause that its held count began: the reset came after the
+		// last peek refused, if any, and before this resume, so halfway.
+		if l.peekRefused > l.runFrom {
+			end = (l.peekRefused + at) / 2
+		}
+		if r := rate.Limit(float64(l.run) / (end - l.runFrom).Seconds()); r < ks.lim.Limit() {
+			r = max(r, ks.lim.Limit()*quickShare)
+			ks.setLearned(now, at, r, false)
+			l.lo = r
+		}
+	}
+	l.peekStep, l.runFrom, l.run, l.cycle = 0, at, 0, false
+	l.reachAt, l.reachAdm = at, ks.admitted
 	l.since, l.edge, l.accepted, l.low = at, false, 0, ks.lim.Limit()
 	l.next = max(l.next, at+growEvery)
 }
@@ -226,6 +325,7 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 	case quick:
 		short := rate.Limit(float64(l.accepted) / (at - l.since).Seconds())
 		l.lo = min(l.lo, max(p*quickShare, min(short, p*cutShare)))
+		l.hi = min(l.hi, p) // far too fast is too fast: the search stays below it
 	case ok && m < l.low*provedShare:
 		l.hi, l.lo = p, m*cruiseShare // sent faster than the server took: its rate
 	default:
@@ -253,19 +353,20 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 	l.cut, l.since, l.edge, l.accepted, l.low = ks.admitted, at, true, 0, l.lo
 	l.next = at + l.test/2
 	if l.mode == modeCruise {
-		l.next = at + l.hold
+		l.next = at + l.holdFor(l.lo)
 	}
 }
 
 // heldLearned reacts to a pause of a learned key (rule 4): when the
 // refusals that began it were the same news, the pace goes back to the
-// fastest that held a whole test, not below half; a probe ended so waits
-// twice as long next time.
+// fastest that held a whole test, not below half, and the resume measures
+// what the server took; a probe ended so waits twice as long next time.
 func (ks *keyState) heldLearned(now time.Time, at time.Duration) {
 	l := ks.learning()
 	to := min(l.lo, ks.lim.Limit())
 	if l.held {
 		to = min(to, max(l.tested, to*quickShare))
+		l.cycle = true
 	}
 	l.lo = to
 	ks.setLearned(now, at, to, true)
@@ -279,19 +380,20 @@ func (ks *keyState) heldLearned(now time.Time, at time.Duration) {
 	if l.mode == modeCruise {
 		l.hold = min(2*l.hold, longestHold)
 	}
-	l.mode, l.step, l.next = modeCruise, probeFirst, at+l.hold
+	l.mode, l.step, l.next = modeCruise, probeFirst, at+l.holdFor(to)
 }
 
 // setLearned sets the learned pace to r at at; at a refusal (cut), the
 // server's count is at its limit, so the next request waits its turn.
 func (ks *keyState) setLearned(now time.Time, at time.Duration, r rate.Limit, cut bool) {
 	ks.lim.SetLimitAt(now, clampRate(r))
-	if cut && ks.lim.TokensAt(now) >= 1 {
-		ks.lim.AllowN(now, 1)
+	if n := int(ks.lim.TokensAt(now)); cut && n > 0 {
+		ks.lim.AllowN(now, n)
 	}
 	ks.troubled().adapt.adjusted = at
 	l := ks.learning()
 	l.setAt, l.refused = at, false
+	l.reachAt, l.reachAdm = at, ks.admitted
 }
 
 // climbLearned raises a learned pace when its time comes (rules 2 and 5),
@@ -303,6 +405,9 @@ func (ks *keyState) climbLearned(now time.Time, at time.Duration) {
 		return
 	}
 	p := ks.lim.Limit()
+	if float64(ks.admitted-l.reachAdm) < reachedShare*float64(p)*(at-l.reachAt).Seconds() {
+		return // the key did not send at the pace: it proves nothing
+	}
 	if !l.refused && at-l.setAt >= l.test {
 		l.tested = max(l.tested, p)
 	}
@@ -314,7 +419,7 @@ func (ks *keyState) climbLearned(now time.Time, at time.Duration) {
 	case modeSearch:
 		l.lo = max(l.lo, p)
 		if float64(l.hi) <= float64(l.lo)*(1+bisectTol) {
-			l.mode, l.step, l.next = modeCruise, probeFirst, at+l.hold
+			l.mode, l.step, l.next = modeCruise, probeFirst, at+l.holdFor(l.lo)
 			return
 		}
 		ks.setLearned(now, at, rate.Limit(math.Sqrt(float64(l.lo*l.hi))), false)

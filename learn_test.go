@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 
 	"github.com/throttlehttp/throttle"
 	"github.com/throttlehttp/throttle/throttletest"
@@ -36,6 +37,12 @@ func TestLearnsTheQuotaFrom429sAlone(t *testing.T) {
 			100, 39 * time.Second, 25},
 		{"sliding-log", throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second},
 			200, 19 * time.Second, 20},
+		// A slow bucket (regression: 256-271 429s): refusals that come
+		// before 20 answers bound the search, or the pace doubled past
+		// the quota every second; a cut pace holds 200 answers' worth
+		// before it probes, not 4 s, which is 40 answers at 10/s.
+		{"slow-token-bucket", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 10, Burst: 5},
+			10, 399500 * time.Millisecond, 60},
 	}
 	for _, tt := range tests {
 		for seed := range int64(3) {
@@ -279,5 +286,286 @@ func TestLearnedPaceTakesAnIsolated429AsACollision(t *testing.T) {
 		mu.Unlock()
 		get("/long")
 		assert.EqualValues(t, 2, rt.Stats().Keys["c.test"].Pauses, "a wait over 2 s pauses the key")
+	})
+}
+
+// The first refusal's Retry-After, in whole seconds, may be rounded up by
+// up to a second: the key pauses for what surely remains and peeks into the
+// last second, 1/8 s in, then twice as far after each refused peek, one
+// request at a time, until the wait asked for has passed. The refused
+// request itself waits its whole Retry-After. A server that gives back at
+// once (a bucket) costs an eighth of a second, not a second; one that holds
+// its count until a reset (a window) costs a refused peek per doubling.
+func TestFirstPausePeeksIntoTheLastSecond(t *testing.T) {
+	tests := []struct {
+		name  string
+		reset time.Duration // after the first refusal, the server accepts again
+		peeks []time.Duration
+	}{
+		{"gives-back-at-once", ms(2), []time.Duration{ms(126)}},
+		{"holds-until-a-reset", ms(600), []time.Duration{ms(126), ms(377), ms(878)}},
+		{"holds-the-whole-second", time.Second, []time.Duration{ms(126), ms(377), ms(878), ms(1001)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var mu sync.Mutex
+				var refusedAt time.Time // zero until the first refusal
+				var after []time.Duration
+				var first string // the path refused first
+				var retried time.Duration
+				n := 0
+				base := rtFunc(func(r *http.Request) (*http.Response, error) {
+					defer time.Sleep(time.Millisecond)
+					mu.Lock()
+					defer mu.Unlock()
+					now := time.Now()
+					n++
+					switch {
+					case n == 20:
+						refusedAt, first = now, r.URL.Path
+						return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+					case refusedAt.IsZero():
+						return reply(r, http.StatusOK), nil
+					}
+					d := now.Sub(refusedAt)
+					if d <= time.Millisecond {
+						return reply(r, http.StatusOK), nil // on its way with the refused one
+					}
+					after = append(after, d) // sent after the refusal came back
+					if r.URL.Path == first {
+						retried = d
+					}
+					if d < tt.reset {
+						return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+					}
+					return reply(r, http.StatusOK), nil
+				})
+				rt := throttle.New(base)
+				defer rt.Close()
+				var wg sync.WaitGroup
+				next := make(chan int)
+				for range 8 {
+					wg.Go(func() {
+						for i := range next {
+							assert.NoError(t, do(t, rt, fmt.Sprint("http://p.test/", i)))
+						}
+					})
+				}
+				for i := range 40 {
+					next <- i
+				}
+				close(next)
+				wg.Wait()
+				mu.Lock()
+				defer mu.Unlock()
+				require.Greater(t, len(after), len(tt.peeks))
+				assert.Equal(t, tt.peeks, after[:len(tt.peeks)], "the peeks, one at a time")
+				assert.GreaterOrEqual(t, retried, time.Second, "the refused request waits its Retry-After")
+				st := rt.Stats().Keys["p.test"]
+				assert.LessOrEqual(t, st.Throttled, int64(len(tt.peeks)), "the first refusal, and each refused peek")
+			})
+		})
+	}
+}
+
+// A window whose reset falls within the first peek looks, at first, like a
+// bucket that gives back gradually, and the guess from it (the window's N
+// over an eighth of a second) is far too fast. The refusals that then hold
+// the key end in a pause that peeks into its last second like the first,
+// and the resume takes the pace down to what the server took from the
+// resume before to this one (regression: the pace stayed at 3.2× the
+// quota and 3.5% of requests were refused).
+func TestWindowResetDuringTheFirstPeek(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(950 * time.Millisecond) // the job starts late in a window
+		api := throttletest.NewAPI(throttletest.Config{
+			Limits:  []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}},
+			Latency: time.Millisecond})
+		rt := throttle.New(api)
+		defer rt.Close()
+		took := job(t, rt, 2000)
+		seen := api.Stats().Total
+		st := rt.Stats().Keys["api.test"]
+		ideal := 19 * time.Second
+		t.Logf("took %v (%.2fx the ideal), %d refused, pace %.1f/s", took, took.Seconds()/ideal.Seconds(), seen.Throttled, float64(st.Rate))
+		assert.LessOrEqual(t, took.Seconds(), 1.15*ideal.Seconds())
+		assert.LessOrEqual(t, seen.Throttled, int64(35), "1.75%")
+		assert.InEpsilon(t, 100, float64(st.Rate), 0.2)
+	})
+}
+
+// A server that holds its count past the first peek and gives it back at
+// once is a window (or a log): the first guess, the answers accepted over
+// the whole wait asked for, is about its rate, and it is probed upward a
+// step per test, not doubled into the next refusal.
+func TestHeldCountIsProbedNotDoubled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{
+			Limits:  []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}},
+			Latency: time.Millisecond})
+		rt := throttle.New(api)
+		defer rt.Close()
+		var fastest rate.Limit
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range 60 { // the first 3 s
+				time.Sleep(50 * time.Millisecond)
+				fastest = max(fastest, rt.Stats().Keys["api.test"].Rate)
+			}
+		}()
+		job(t, rt, 1000)
+		<-done
+		assert.InDelta(t, 100, float64(fastest), 15, "the first guess, probed")
+		assert.LessOrEqual(t, api.Stats().Total.Throttled, int64(12), "the first refusals, three peeks, a probe")
+	})
+}
+
+// A refusal that asks for a later end than the pause in force extends it,
+// even while the key peeks into the last second of the first: the peeks
+// begin again in the last second of the longer wait.
+func TestLaterRetryAfterExtendsAPeekingPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var refusedAt time.Time
+		var after []time.Duration
+		n := 0
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			defer time.Sleep(time.Millisecond)
+			mu.Lock()
+			defer mu.Unlock()
+			now := time.Now()
+			n++
+			switch {
+			case n == 20:
+				refusedAt = now
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			case n == 21:
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "5"), nil
+			case !refusedAt.IsZero() && now.Sub(refusedAt) > time.Millisecond:
+				after = append(after, now.Sub(refusedAt))
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		var wg sync.WaitGroup
+		next := make(chan int)
+		for range 8 {
+			wg.Go(func() {
+				for i := range next {
+					assert.NoError(t, do(t, rt, fmt.Sprint("http://p.test/", i)))
+				}
+			})
+		}
+		for i := range 40 {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		require.NotEmpty(t, after)
+		assert.Equal(t, 4*time.Second+ms(126), after[0], "the first peek into the last second of the 5 s")
+	})
+}
+
+// A bucket whose first peek happens to be refused (on a loaded machine the
+// tokens it gave back may go to requests already on their way) is not
+// taken for a window: the guess made over the whole wait is far below its
+// refill, and it grows from there, not a percent a test.
+func TestBucketWithARefusedFirstPeekStillGrows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{
+			Limits:  []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}},
+			Latency: time.Millisecond})
+		var mu sync.Mutex
+		var refusedAt time.Time
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			busy := !refusedAt.IsZero() && time.Since(refusedAt) < 200*time.Millisecond
+			mu.Unlock()
+			if busy {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			resp, err := api.RoundTrip(r)
+			if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+				mu.Lock()
+				if refusedAt.IsZero() {
+					refusedAt = time.Now()
+				}
+				mu.Unlock()
+			}
+			return resp, err
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		took := job(t, rt, 2000)
+		ideal := 9900 * time.Millisecond
+		t.Logf("took %v (%.2fx the ideal)", took, took.Seconds()/ideal.Seconds())
+		assert.LessOrEqual(t, took.Seconds(), 1.2*ideal.Seconds())
+	})
+}
+
+// A pace the key does not reach proves nothing: when its round trips, not
+// its pace, limit what it sends (16 workers, 50 ms answers: at most 320/s),
+// the pace stops growing one step past what the key sends, and the refusal
+// that comes when the workers bunch up does not find it several times the
+// quota (regression: it doubled to 2,000/s and beyond).
+func TestLearnedPaceGrowsOnlyWhenReached(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{
+			Limits:  []throttletest.Limit{{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}},
+			Latency: 45 * time.Millisecond, LatencyJitter: 10 * time.Millisecond})
+		rt := throttle.New(api)
+		defer rt.Close()
+		var fastest rate.Limit
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range 100 { // the first 10 s
+				time.Sleep(100 * time.Millisecond)
+				fastest = max(fastest, rt.Stats().Keys["api.test"].Rate)
+			}
+		}()
+		job(t, rt, 2000)
+		<-done
+		t.Logf("fastest pace %.0f/s", float64(fastest))
+		assert.Less(t, float64(fastest), 800.0)
+	})
+}
+
+// A learned pace holds two tokens, as a configured one keeps two usable: a
+// request that comes to its turn late (a waiter woken late on a busy
+// machine, a worker back late from its round trip) leaves its time to the
+// next, which goes at once, so the pace is kept on average (regression: a
+// sliding log of 200/s went at 170/s on a loaded machine, 1.2× its ideal).
+func TestLearnedPaceCarriesOverALateTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		n := 0
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			n++
+			if n == 20 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return rec.RoundTrip(r)
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		for i := range 20 {
+			require.NoError(t, do(t, rt, fmt.Sprint("http://c.test/a", i)))
+		}
+		require.Equal(t, throttle.PaceLearned, rt.Stats().Keys["c.test"].PaceFrom)
+		time.Sleep(time.Second) // a quiet spell: the turns it left are not lost
+		var wg sync.WaitGroup
+		for i := range 2 {
+			wg.Go(func() { assert.NoError(t, do(t, rt, fmt.Sprint("http://c.test/b", i))) })
+		}
+		wg.Wait()
+		ts := rec.times()
+		require.GreaterOrEqual(t, len(ts), 2)
+		assert.Equal(t, ts[len(ts)-2], ts[len(ts)-1], "the second goes with the first")
 	})
 }

@@ -102,8 +102,9 @@ func WithRetry(r Retry) Option {
 	})
 }
 
-// WithEvents calls fn for every event that matters: a throttled answer, a
-// pause, a retry scheduled, a request given up. fn is called synchronously,
+// WithEvents calls fn for every event that matters: an answer, a throttled
+// answer, a pause, a wait, a refusal, a retry scheduled, a request given up
+// (see [EventKind]). fn is called synchronously,
 // from the goroutine of the request concerned, and must be quick and safe for
 // concurrent use. nil, the default: no events. To log them:
 //

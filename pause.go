@@ -199,8 +199,24 @@ func (ks *keyState) pace() rate.Limit {
 func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Time, at time.Duration) lesson {
 	learned := ks.learned()
 	ks.slow(tk, now, at, pause)
-	if first := !learned && ks.learned(); !first && ks.collision(h) {
-		return lesson{} // a pace learned just now holds nothing yet: the first refusal pauses
+	l := ks.learning()
+	switch {
+	case l == nil || !l.on:
+	case !learned:
+		// The first refusal pauses: a pace learned just now holds
+		// nothing yet (learn.go, rule 1).
+		return ks.pause(h, ks.peek(at, pause), now)
+	case l.peekStep != 0 && (tk.probe || at+pause > l.peekEnd+time.Second):
+		// A refused peek, or a refusal that asks for a later end.
+		return ks.pause(h, ks.peek(at, pause), now)
+	case l.peekStep != 0:
+		return lesson{} // sent before the pause: the same news
+	}
+	if ks.collision(h) {
+		return lesson{}
+	}
+	if learned {
+		pause = ks.peek(at, pause)
 	}
 	ls := ks.pause(h, pause, now)
 	if learned && !ls.until.IsZero() {

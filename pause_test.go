@@ -88,9 +88,11 @@ func TestPauseHoldsWholeKeyThenProbeThenRamp(t *testing.T) {
 		var mu sync.Mutex
 		rt := throttle.New(s, throttle.WithEvents(func(e throttle.Event) {
 			mu.Lock()
-			if e.Kind == throttle.EventWaited {
+			switch e.Kind {
+			case throttle.EventWaited:
 				waits = append(waits, e)
-			} else {
+			case throttle.EventAnswered: // one per attempt: counted by Stats
+			default:
 				events = append(events, e)
 			}
 			mu.Unlock()

@@ -5,17 +5,21 @@ import (
 	"time"
 )
 
-// The line is each key's FIFO of waiting attempts, ordered by the arrival of
-// their requests (a retry keeps its request's place, so it goes before
-// requests that came later). Only the head computes when it may go; the
-// others sleep until they become the head, so a long line costs no wake-ups.
+// The line is each key's queue of waiting attempts, ordered by the arrival
+// of their requests (a retry keeps its request's place, so it goes before
+// requests that came later) and by their priority (see Priority): an
+// attempt joins the line ahead of every waiting attempt whose priority,
+// raised by one for each second its request has waited (aging), is lower
+// than its own; among equals, first come, first served. Only the head
+// computes when it may go; the others sleep until they become the head, so
+// a long line costs no wake-ups.
 //
 // With Policy.Queue set, the line is the leaky bucket: at most Queue wait,
 // and the limiter, of depth 1, releases the head every 1/Rate. A waiter that
 // leaves (cancelled, deadline) leaves no hole: the one behind moves up.
 
 type waiter struct {
-	seq        uint64
+	place
 	wake       chan struct{} // buffered 1: "you are the head", or "the key changed"
 	prev, next *waiter
 	booked     bool      // the Store booked its departure (booking.go)
@@ -23,12 +27,37 @@ type waiter struct {
 	alone      error     // the Reservation's Fallback, if booked
 }
 
-// insert puts w in the line by arrival order and returns how many are
-// ahead of it.
-func (ks *keyState) insert(w *waiter) int {
+// place is where a request's attempts join a key's line.
+type place struct {
+	seq     uint64    // the request's arrival order at its key
+	prio    int       // its priority (0 unless the request says: see Priority)
+	arrived time.Time // when it arrived, for aging
+}
+
+// agingStep is the wait that raises a request's priority in the line by one.
+const agingStep = time.Second
+
+// before reports whether p goes before q in a line at now: a higher
+// priority, each raised by one per agingStep its request has waited, or an
+// earlier arrival among equals.
+func (p *place) before(q *place, now time.Time) bool {
+	if p.prio == q.prio {
+		return p.seq < q.seq
+	}
+	ep := float64(p.prio) + float64(now.Sub(p.arrived))/float64(agingStep)
+	eq := float64(q.prio) + float64(now.Sub(q.arrived))/float64(agingStep)
+	if ep == eq {
+		return p.seq < q.seq
+	}
+	return ep > eq
+}
+
+// insert puts w in the line at now, ahead of the waiters at its end that
+// it goes before (see place.before), and returns how many are ahead of it.
+func (ks *keyState) insert(w *waiter, now time.Time) int {
 	ahead := int(ks.waiting)
 	at := ks.tail
-	for at != nil && at.seq > w.seq {
+	for at != nil && w.before(&at.place, now) {
 		at = at.prev
 		ahead--
 	}
@@ -108,7 +137,7 @@ type ticket struct {
 // A retry must also be admitted by last, the end of Retry.MaxElapsed (zero:
 // no such bound): one whose turn is known to come later fails at once, one
 // still waiting then fails then, with ErrMaxElapsed.
-func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt int, last, now time.Time) (tk ticket, err error) {
+func (t *Transport) admit(ctx context.Context, ks *keyState, pl place, attempt int, last, now time.Time) (tk ticket, err error) {
 	if err := ctx.Err(); err != nil {
 		ks.mu.Unlock()
 		return tk, &WaitError{Key: ks.name(), Attempt: attempt, Err: err}
@@ -123,12 +152,12 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, seq uint64, attempt
 			return tk, nil // no wait for a limit: waited stays 0
 		}
 	}
-	return t.wait(ctx, ks, seq, attempt, last, now)
+	return t.wait(ctx, ks, pl, attempt, last, now)
 }
 
 // wait is admit for an attempt that must wait, or fail: it joins the line,
 // at now, with ks.mu held, and leaves it admitted or refused.
-func (t *Transport) wait(ctx context.Context, ks *keyState, seq uint64, attempt int, last, now time.Time) (tk ticket, err error) {
+func (t *Transport) wait(ctx context.Context, ks *keyState, pl place, attempt int, last, now time.Time) (tk ticket, err error) {
 	start, retry := now, attempt > 1
 	fail := func(h holder, until time.Time, err error) error {
 		return &WaitError{Key: ks.name(), Attempt: attempt, Limit: h.limit, Window: h.win, Until: until, Err: err}
@@ -143,8 +172,8 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, seq uint64, attempt 
 		ks.mu.Unlock()
 		return tk, fail(holder{limit: LimitQueue}, time.Time{}, ErrQueueFull)
 	}
-	w := &waiter{seq: seq, wake: make(chan struct{}, 1)}
-	ahead := ks.insert(w)
+	w := &waiter{place: pl, wake: make(chan struct{}, 1)}
+	ahead := ks.insert(w, now)
 	// Refuse at once a wait that is known to end too late.
 	if werr := t.refuse(ks, now, ahead, deadline, hasDeadline, last, fail); werr != nil {
 		ks.remove(w)

@@ -22,7 +22,7 @@ import (
 func TestMemoryStore(t *testing.T) {
 	for _, tc := range storetest.Tests {
 		t.Run(tc.Name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { tc.Fn(t, throttle.NewMemoryStore()) })
+			synctest.Test(t, func(t *testing.T) { tc.Fn(t, throttle.NewMemoryStore(), storetest.Clock{}) })
 		})
 	}
 }
@@ -235,9 +235,11 @@ func TestStoreFallbackEvents(t *testing.T) {
 		var mu sync.Mutex
 		var events []throttle.Event
 		rt := throttle.New(newRecorder(), throttle.WithStore(store), fast, throttle.WithEvents(func(e throttle.Event) {
-			mu.Lock()
-			events = append(events, e)
-			mu.Unlock()
+			if e.Kind == throttle.EventStore {
+				mu.Lock()
+				events = append(events, e)
+				mu.Unlock()
+			}
 		}))
 		for range 3 {
 			require.NoError(t, do(t, rt, "http://api.example/x"))

@@ -112,11 +112,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	now := time.Now() // the request's start, and when its first attempt is admitted
 	host := defaultKey(req)
 	pol := t.cfg.policyFor(req.URL.Scheme, host, hostName(req, host))
+	ro, _, err := requestOptions(req.Context())
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
 	key := host
-	if t.cfg.key != nil {
+	switch {
+	case ro.key != "":
+		key = ro.key
+	case t.cfg.key != nil:
 		key = t.userKey(req)
 	}
-	r := request{t: t, req: req, ctx: req.Context(), start: now, held: true}
+	r := request{t: t, req: req, ctx: req.Context(), start: now, held: true, noRetry: ro.noRetry, prio: ro.prio}
 	r.ks, r.seq = t.acquire(pol, key, req) // locked: the first attempt's admission goes on
 	defer func() {                         // deferred, so that a panicking base does not pin the key
 		if r.held {
@@ -165,7 +173,11 @@ type request struct {
 	waited time.Duration
 	held   bool                        // it holds a reference to ks (see release)
 	bo     *backoff.ExponentialBackOff // made at the first backoff
+	own    backoff.BackOff             // Retry.NewBackOff's, made at the first retry
 	shown  string                      // the URL as events show it, once an event needs it
+
+	noRetry bool // the request's NoRetry option
+	prio    int  // and its Priority
 }
 
 func (r *request) do() (*http.Response, error) {
@@ -195,7 +207,7 @@ func (r *request) do() (*http.Response, error) {
 			now = time.Now()
 			r.ks.mu.Lock() // (the first attempt's was taken by acquire)
 		}
-		tk, err := r.t.admit(r.ctx, r.ks, r.seq, attempt, last, now)
+		tk, err := r.t.admit(r.ctx, r.ks, place{seq: r.seq, prio: r.prio, arrived: r.start}, attempt, last, now)
 		r.waited += tk.waited
 		if err != nil {
 			closeBody(send)
@@ -244,6 +256,7 @@ func (r *request) do() (*http.Response, error) {
 type outcome struct {
 	h         hint
 	retryable bool          // by the rules of Retry, before its limits
+	stop      bool          // Retry.NewBackOff's backoff said stop
 	delay     time.Duration // before a retry: the jittered backoff, never shorter than the server asked
 	ls        lesson
 	now       time.Time // when the answer came
@@ -283,12 +296,22 @@ func (r *request) judge(o *outcome, tk ticket, attempt int, resp *http.Response,
 	if tk.slot && !tied {
 		ks.slots-- // learn woke the head: it recomputes once the lock is free
 	}
-	if !o.retryable {
-		r.release() // the last answer
+	if !o.retryable && !r.asksUser() {
+		r.release() // the last answer (else RoundTrip lets go of the key on the way out)
 	}
 	ks.mu.Unlock()
 	if tied {
 		holdSlot(resp, ks)
+	}
+	// The user's code runs once the key is in order: should it panic, the
+	// response in hand is closed (see do), and the key holds nothing.
+	if r.asksUser() {
+		if o.retryable = r.t.cfg.retry.ShouldRetry(resp, err, o.retryable); o.retryable && o.delay == 0 {
+			o.delay = max(r.backoff(), o.h.wait)
+		}
+	}
+	if o.retryable && r.t.cfg.retry.NewBackOff != nil {
+		o.delay, o.stop = r.ownBackoff(o.h.wait)
 	}
 	if r.t.cfg.events != nil {
 		r.told(attempt, resp, err, *o)
@@ -304,6 +327,12 @@ func (r *request) judge(o *outcome, tk ticket, attempt int, resp *http.Response,
 // off from time.Now's only if the wall clock was set during the round trip;
 // answers whose headers may hold a date read time.Now.
 func answeredAt(sent time.Time) time.Time { return sent.Add(time.Since(sent)) }
+
+// asksUser reports whether Retry.ShouldRetry decides whether the request's
+// answers are retried.
+func (r *request) asksUser() bool {
+	return r.t.cfg.retry.ShouldRetry != nil && replayable(r.req) && !r.noRetry
+}
 
 // retrying counts and tells a retry that will be made.
 func (r *request) retrying(attempt int, resp *http.Response, err error, delay time.Duration) {
@@ -354,7 +383,7 @@ func (t *Transport) send(ks *keyState, tk ticket, req *http.Request) (*http.Resp
 // retryable reports whether the attempt's outcome is one that may be retried
 // for this request, before limits of attempts, time and budget.
 func (r *request) retryable(resp *http.Response, err error, h *hint) bool {
-	if !replayable(r.req) {
+	if r.noRetry || !replayable(r.req) {
 		return false
 	}
 	if err != nil {
@@ -371,6 +400,9 @@ func (r *request) next(attempt int, o *outcome) (*http.Request, string) {
 	if attempt >= cfg.MaxAttempts {
 		return nil, fmt.Sprintf("%d attempts", attempt)
 	}
+	if o.stop {
+		return nil, "the backoff of Retry.NewBackOff said stop"
+	}
 	if h.hasWait && h.wait > cfg.MaxRetryAfter {
 		return nil, fmt.Sprintf("%s %v is longer than MaxRetryAfter %v", h.source, h.wait, cfg.MaxRetryAfter)
 	}
@@ -383,6 +415,9 @@ func (r *request) next(attempt int, o *outcome) (*http.Request, string) {
 	case !h.throttled() && !r.spend(now):
 		return nil, "the key's retry budget is spent"
 	}
+	if cfg.Prepare != nil {
+		return r.prepared(attempt + 1)
+	}
 	if r.req.Body == nil || r.req.Body == http.NoBody {
 		return r.req, ""
 	}
@@ -393,6 +428,31 @@ func (r *request) next(attempt int, o *outcome) (*http.Request, string) {
 	next := *r.req // shallow: the caller's request stays untouched
 	next.Body = body
 	return &next, ""
+}
+
+// prepared returns the request of retry number attempt as Retry.Prepare
+// makes it from a copy of the caller's, or why not. Should Prepare panic,
+// the copy's body is closed before the panic goes on.
+func (r *request) prepared(attempt int) (next *http.Request, why string) {
+	next = r.req.Clone(r.ctx)
+	if r.req.Body != nil && r.req.Body != http.NoBody {
+		body, err := r.req.GetBody()
+		if err != nil {
+			return nil, "GetBody: " + err.Error()
+		}
+		next.Body = body
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			closeBody(next)
+		}
+	}()
+	if err := r.t.cfg.retry.Prepare(next, attempt); err != nil {
+		return nil, "Retry.Prepare: " + err.Error()
+	}
+	ok = true
+	return next, ""
 }
 
 // earliest is the earliest a retry delayed by delay from now can go: after
@@ -421,6 +481,21 @@ func (r *request) backoff() time.Duration {
 		r.bo = r.t.cfg.retry.backoffFor()
 	}
 	return fullJitter(r.bo.NextBackOff())
+}
+
+// ownBackoff returns the delay before the next retry from Retry.NewBackOff's
+// backoff, never shorter than wait, or stop.
+func (r *request) ownBackoff(wait time.Duration) (delay time.Duration, stop bool) {
+	if r.own == nil {
+		if r.own = r.t.cfg.retry.NewBackOff(); r.own == nil {
+			r.own = &backoff.StopBackOff{} // a nil BackOff: no retries, rather than a panic
+		}
+	}
+	d := r.own.NextBackOff()
+	if d == backoff.Stop {
+		return wait, true
+	}
+	return max(d, wait), false
 }
 
 func (r *request) gaveUp(attempt int, resp *http.Response, err error, why string) {

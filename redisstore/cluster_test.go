@@ -42,5 +42,5 @@ func TestCluster(t *testing.T) {
 	}
 	storetest.Run(t, func(t *testing.T) throttle.Store {
 		return redisstore.New(c, redisstore.WithPrefix(prefix(t)), redisstore.FailClosed())
-	})
+	}, storetest.RealClock)
 }

@@ -25,7 +25,7 @@ func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r)
 // TestTransportsShareQuota: two Transports, each with its own client and
 // Store as two processes would have, each configured at the whole quota,
 // send no more than the quota together: at most Rate×T + Burst in any T
-// (with storetest.Slack on the clock), and no request is refused.
+// (with storetest.RealClock's slack on the clock), and no request is refused.
 func TestTransportsShareQuota(t *testing.T) {
 	addr, pre := redisAddr(t), prefix(t)
 	const (
@@ -82,7 +82,7 @@ func TestTransportsShareQuota(t *testing.T) {
 	slices.SortFunc(sent, func(a, b time.Time) int { return a.Compare(b) })
 	for i := range sent {
 		for j := i + 1; j < len(sent); j++ {
-			span := sent[j].Sub(sent[i]) + storetest.Slack
+			span := sent[j].Sub(sent[i]) + storetest.RealClock.Slack
 			if allowed := rate*span.Seconds() + burst; float64(j-i+1) > allowed {
 				t.Fatalf("%d requests within %v, more than %.1f (rate %d/s, burst %d)", j-i+1, sent[j].Sub(sent[i]), allowed, rate, burst)
 			}

@@ -85,6 +85,14 @@ fi
 echo "== bench module (its own go.mod: the peers it measures stay out of ours)"
 (cd bench && go vet ./... && go test -count=1 ./...)
 
+echo "== otelthrottle module (its own go.mod: OpenTelemetry stays out of ours)"
+(cd otelthrottle && go vet ./... &&
+	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./... &&
+	go test -race -count=1 ./... &&
+	if ! out=$(go test -run '^$' -bench . -benchtime 1x ./... 2>&1); then
+		echo "$out"; exit 1
+	fi)
+
 echo "== fuzz (150,000 inputs each, about 10 s on 2 cores)"
 # A count, not a duration: go1.26's fuzzing coordinator can fail a target
 # with a bare "context deadline exceeded" when a -fuzztime duration ends

@@ -3,12 +3,13 @@
 // Store:
 //
 //	func TestStore(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) throttle.Store { return newStore(t) })
+//		storetest.Run(t, func(t *testing.T) throttle.Store { return newStore(t) }, storetest.RealClock)
 //	}
 //
 // The tests read the waits a Store books, on the Store's own clock; they
-// never sleep. A Store whose clock is real (Redis) is read within Slack of
-// the exact figure: bookings made one after another take a little time.
+// never sleep. A Store whose clock is real (Redis) is read within a slack
+// of the exact figure, on a scale that keeps it small (RealClock):
+// bookings made one after another take a little time.
 package storetest
 
 import (
@@ -20,17 +21,47 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/throttlehttp/throttle"
 )
 
-// Slack is how far a wait may be from the exact figure: the time bookings
-// made one after another take on a Store's real clock.
-var Slack = 40 * time.Millisecond
+// Clock says how the suite reads a Store's clock.
+type Clock struct {
+	// Scale makes every time of the suite Scale times longer, and every
+	// rate Scale times slower, so that on a real clock its figures stay
+	// large beside the time a booking takes. 0: 1.
+	Scale float64
+	// Slack is how far a wait may be from the exact figure, after
+	// scaling. 0: exact, as on synctest's clock.
+	Slack time.Duration
+}
+
+// RealClock is the Clock for a Store on a real clock, reached over a
+// network (Redis): the suite's times 5 times longer, each wait within
+// 100 ms, what a loaded machine may take between two bookings.
+var RealClock = Clock{Scale: 5, Slack: 100 * time.Millisecond}
+
+func (c Clock) scale() float64 {
+	if c.Scale <= 0 {
+		return 1
+	}
+	return c.Scale
+}
+
+// d is d scaled.
+func (c Clock) d(d time.Duration) time.Duration { return time.Duration(float64(d) * c.scale()) }
+
+// ms is n milliseconds, scaled.
+func (c Clock) ms(n int) time.Duration { return c.d(time.Duration(n) * time.Millisecond) }
+
+// rate is r per second, scaled.
+func (c Clock) rate(r float64) rate.Limit { return rate.Limit(r / c.scale()) }
 
 // A Test is one test of the suite.
 type Test struct {
 	Name string
-	Fn   func(*testing.T, throttle.Store)
+	Fn   func(*testing.T, throttle.Store, Clock)
 }
 
 // Tests is the suite. Run runs it; run each test yourself to wrap it (in a
@@ -49,10 +80,10 @@ var Tests = []Test{
 }
 
 // Run runs every test of the suite against stores made by newStore, one per
-// test. Each test uses its own keys.
-func Run(t *testing.T, newStore func(t *testing.T) throttle.Store) {
+// test, reading their clock as c says. Each test uses its own keys.
+func Run(t *testing.T, newStore func(t *testing.T) throttle.Store, c Clock) {
 	for _, tc := range Tests {
-		t.Run(tc.Name, func(t *testing.T) { tc.Fn(t, newStore(t)) })
+		t.Run(tc.Name, func(t *testing.T) { tc.Fn(t, newStore(t), c) })
 	}
 }
 
@@ -75,128 +106,125 @@ func waits(t *testing.T, s throttle.Store, key string, p throttle.Policy, n int)
 	return out
 }
 
-// near fails unless every wait is within Slack of want (the wait of
-// departure i), and never early by more than Slack.
-func near(t *testing.T, got []time.Duration, want func(i int) time.Duration) {
+// near fails unless every wait is within c.Slack of want (the wait of
+// departure i).
+func near(t *testing.T, c Clock, got []time.Duration, want func(i int) time.Duration) {
 	t.Helper()
 	for i, g := range got {
-		if w := want(i); g < w-Slack || g > w+Slack {
-			t.Errorf("departure %d: wait %v, want %v (±%v); all: %v", i, g, w, Slack, got)
+		if w := want(i); g < w-c.Slack || g > w+c.Slack {
+			t.Errorf("departure %d: wait %v, want %v (±%v); all: %v", i, g, w, c.Slack, got)
 			return
 		}
 	}
 }
 
-func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
-
 // testBucket: a bucket of Rate 10 and Burst 5 lets 4 go at once (one token
 // is held in reserve), then one every 100 ms.
-func testBucket(t *testing.T, s throttle.Store) {
-	got := waits(t, s, "bucket", throttle.Policy{Rate: 10, Burst: 5}, 8)
-	near(t, got, func(i int) time.Duration { return ms(100 * max(0, i-3)) })
+func testBucket(t *testing.T, s throttle.Store, c Clock) {
+	got := waits(t, s, "bucket", throttle.Policy{Rate: c.rate(10), Burst: 5}, 8)
+	near(t, c, got, func(i int) time.Duration { return c.ms(100 * max(0, i-3)) })
 }
 
 // testQueue: a leaky bucket releases one every 1/Rate, the first at once.
-func testQueue(t *testing.T, s throttle.Store) {
-	got := waits(t, s, "queue", throttle.Policy{Rate: 10, Queue: 100}, 5)
-	near(t, got, func(i int) time.Duration { return ms(100 * i) })
+func testQueue(t *testing.T, s throttle.Store, c Clock) {
+	got := waits(t, s, "queue", throttle.Policy{Rate: c.rate(10), Queue: 100}, 5)
+	near(t, c, got, func(i int) time.Duration { return c.ms(100 * i) })
 }
 
 // testWindow: at most N in any interval of length Per.
-func testWindow(t *testing.T, s throttle.Store) {
-	p := throttle.Policy{Windows: []throttle.Window{{N: 3, Per: time.Second}}}
+func testWindow(t *testing.T, s throttle.Store, c Clock) {
+	p := throttle.Policy{Windows: []throttle.Window{{N: 3, Per: c.d(time.Second)}}}
 	got := waits(t, s, "window", p, 7)
-	near(t, got, func(i int) time.Duration { return time.Second * time.Duration(i/3) })
+	near(t, c, got, func(i int) time.Duration { return c.d(time.Second * time.Duration(i/3)) })
 }
 
 // testWindowAndRate: a window and a bucket both hold: the later of the two.
-func testWindowAndRate(t *testing.T, s throttle.Store) {
-	p := throttle.Policy{Rate: 10, Burst: 1, Windows: []throttle.Window{{N: 3, Per: time.Second}}}
+func testWindowAndRate(t *testing.T, s throttle.Store, c Clock) {
+	p := throttle.Policy{Rate: c.rate(10), Burst: 1, Windows: []throttle.Window{{N: 3, Per: c.d(time.Second)}}}
 	got := waits(t, s, "window+rate", p, 5)
-	near(t, got, func(i int) time.Duration {
-		return []time.Duration{0, ms(100), ms(200), time.Second, ms(1100)}[i]
-	})
+	near(t, c, got, func(i int) time.Duration { return c.ms([]int{0, 100, 200, 1000, 1100}[i]) })
 }
 
 // testMaxWait: a departure later than maxWait is not booked: asking again
 // finds the same one.
-func testMaxWait(t *testing.T, s throttle.Store) {
-	p := throttle.Policy{Rate: 10, Queue: 10}
+func testMaxWait(t *testing.T, s throttle.Store, c Clock) {
+	p := throttle.Policy{Rate: c.rate(10), Queue: 10}
 	waits(t, s, "maxwait", p, 3) // 0, 100 ms, 200 ms: the next is at 300 ms
 	for range 3 {
-		r, err := s.Reserve(context.Background(), "maxwait", p, ms(100))
+		r, err := s.Reserve(context.Background(), "maxwait", p, c.ms(100))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.OK || r.Wait < ms(300)-Slack || r.Wait > ms(300)+Slack {
-			t.Fatalf("Reserve with maxWait 100ms: %+v, want not booked, wait 300ms", r)
+		if r.OK || r.Wait < c.ms(300)-c.Slack || r.Wait > c.ms(300)+c.Slack {
+			t.Fatalf("Reserve with maxWait %v: %+v, want not booked, wait %v", c.ms(100), r, c.ms(300))
 		}
 	}
 	got := waits(t, s, "maxwait", p, 1)
-	near(t, got, func(int) time.Duration { return ms(300) })
+	near(t, c, got, func(int) time.Duration { return c.ms(300) })
 }
 
 // testPause: no departure within a pause; after it, one every 1/Rate, not
 // the bucket's burst; Paused says the pause held it.
-func testPause(t *testing.T, s throttle.Store) {
-	p := throttle.Policy{Rate: 10, Burst: 10}
-	if err := s.Slow(context.Background(), "pause", p, throttle.Slowdown{Pause: 2 * time.Second}); err != nil {
+func testPause(t *testing.T, s throttle.Store, c Clock) {
+	p := throttle.Policy{Rate: c.rate(10), Burst: 10}
+	if err := s.Slow(context.Background(), "pause", p, throttle.Slowdown{Pause: c.ms(2000)}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := s.Reserve(context.Background(), "pause", p, never)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.OK || !r.Paused || r.Wait < 2*time.Second-Slack || r.Wait > 2*time.Second+Slack {
-		t.Fatalf("first Reserve in a 2s pause: %+v, want booked, paused, wait 2s", r)
+	if !r.OK || !r.Paused || r.Wait < c.ms(2000)-c.Slack || r.Wait > c.ms(2000)+c.Slack {
+		t.Fatalf("first Reserve in a %v pause: %+v, want booked, paused, wait %v", c.ms(2000), r, c.ms(2000))
 	}
 	got := waits(t, s, "pause", p, 3)
-	near(t, got, func(i int) time.Duration { return 2*time.Second + ms(100*(i+1)) })
+	near(t, c, got, func(i int) time.Duration { return c.ms(2000 + 100*(i+1)) })
 	// A shorter pause does not shorten it.
-	if err := s.Slow(context.Background(), "pause", p, throttle.Slowdown{Pause: time.Second}); err != nil {
+	if err := s.Slow(context.Background(), "pause", p, throttle.Slowdown{Pause: c.ms(1000)}); err != nil {
 		t.Fatal(err)
 	}
 	got = waits(t, s, "pause", p, 1)
-	near(t, got, func(int) time.Duration { return 2*time.Second + ms(400) })
+	near(t, c, got, func(int) time.Duration { return c.ms(2400) })
 }
 
 // testPaceCut: a cut pace holds for every departure, and climbs back by a
 // tenth of Rate per second.
-func testPaceCut(t *testing.T, s throttle.Store) {
-	p := throttle.Policy{Rate: 10, Queue: 100}
-	if err := s.Slow(context.Background(), "cut", p, throttle.Slowdown{Pace: 5}); err != nil {
+func testPaceCut(t *testing.T, s throttle.Store, c Clock) {
+	p := throttle.Policy{Rate: c.rate(10), Queue: 100}
+	if err := s.Slow(context.Background(), "cut", p, throttle.Slowdown{Pace: c.rate(5)}); err != nil {
 		t.Fatal(err)
 	}
-	// At 5/s, climbing by 1/s each second: the gaps shrink from 200 ms.
+	// At half the pace, climbing a tenth of it each second: the gaps are
+	// twice as long, and shrink slowly.
 	got := waits(t, s, "cut", p, 3)
-	near(t, got, func(i int) time.Duration { return ms(200 * i) })
+	near(t, c, got, func(i int) time.Duration { return c.ms(200 * i) })
 	// A cut above the pace now changes nothing.
-	if err := s.Slow(context.Background(), "cut", p, throttle.Slowdown{Pace: 20}); err != nil {
+	if err := s.Slow(context.Background(), "cut", p, throttle.Slowdown{Pace: c.rate(20)}); err != nil {
 		t.Fatal(err)
 	}
 	got = waits(t, s, "cut", p, 1)
-	near(t, got, func(int) time.Duration { return ms(600) })
+	near(t, c, got, func(int) time.Duration { return c.ms(600) })
 }
 
 // testKeysApart: keys share nothing.
-func testKeysApart(t *testing.T, s throttle.Store) {
-	p := throttle.Policy{Rate: 1, Burst: 2}
+func testKeysApart(t *testing.T, s throttle.Store, c Clock) {
+	p := throttle.Policy{Rate: c.rate(1), Burst: 2}
 	for _, key := range []string{"a", "b", "c"} {
 		got := waits(t, s, "apart "+key, p, 1)
-		near(t, got, func(int) time.Duration { return 0 })
+		near(t, c, got, func(int) time.Duration { return 0 })
 	}
 	if err := s.Slow(context.Background(), "apart a", p, throttle.Slowdown{Pause: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	got := waits(t, s, "apart b", p, 1)
-	near(t, got, func(int) time.Duration { return time.Second })
+	near(t, c, got, func(int) time.Duration { return c.ms(1000) })
 }
 
 // testConcurrent: bookings from many goroutines at once are as many
 // distinct departures, one per interval.
-func testConcurrent(t *testing.T, s throttle.Store) {
+func testConcurrent(t *testing.T, s throttle.Store, c Clock) {
 	const workers, each = 8, 25
-	p := throttle.Policy{Rate: 100, Queue: 1000}
+	p := throttle.Policy{Rate: c.rate(100), Queue: 1000}
 	var (
 		mu  sync.Mutex
 		all []time.Duration
@@ -223,17 +251,18 @@ func testConcurrent(t *testing.T, s throttle.Store) {
 	if len(all) != workers*each {
 		t.Fatalf("%d departures, want %d", len(all), workers*each)
 	}
-	// 200 departures at 100/s span 1.99 s; in any second, at most 100 (and
-	// the slack).
-	for i := 0; i+100+int(Slack/ms(10)) < len(all); i++ {
-		if span := all[i+100+int(Slack/ms(10))] - all[i]; span < time.Second {
-			t.Fatalf("departures %d to %d within %v: more than 100 in a second", i, i+100, span)
+	// 200 departures at 100 a (scaled) second: in any second, at most 100,
+	// and what the slack lets in.
+	extra := int(c.Slack / c.ms(10))
+	for i := 0; i+100+extra < len(all); i++ {
+		if span := all[i+100+extra] - all[i]; span < c.ms(1000) {
+			t.Fatalf("departures %d to %d within %v: more than 100 in %v", i, i+100+extra, span, c.ms(1000))
 		}
 	}
 }
 
 // testCanceled: a Store honours its context.
-func testCanceled(t *testing.T, s throttle.Store) {
+func testCanceled(t *testing.T, s throttle.Store, _ Clock) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := s.Reserve(ctx, "canceled", throttle.Policy{Rate: 1, Burst: 1}, never)

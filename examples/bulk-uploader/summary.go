@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -30,10 +32,14 @@ type summary struct {
 	Throttled    int64   `json:"throttled_429"`
 	Retries      int64   `json:"retries"`
 	WaitSecs     float64 `json:"wait_seconds"` // summed over records
-	WallSecs     float64 `json:"wall_seconds"`
-	IdealSecs    float64 `json:"ideal_seconds"`
-	Server       *server `json:"server,omitempty"` // the embedded API's own counts
-	FailedList   []fail  `json:"failed_records,omitempty"`
+	// WaitByLimit splits the time attempts waited for their turn by what
+	// they waited for last: "rate", "queue", "window", "pause", "probe",
+	// "ramp", "line"… (throttle.Limit's names).
+	WaitByLimit map[string]float64 `json:"wait_seconds_by_limit,omitempty"`
+	WallSecs    float64            `json:"wall_seconds"`
+	IdealSecs   float64            `json:"ideal_seconds"`
+	Server      *server            `json:"server,omitempty"` // the embedded API's own counts
+	FailedList  []fail             `json:"failed_records,omitempty"`
 }
 
 type server struct {
@@ -86,7 +92,11 @@ func (s *summary) print(w io.Writer, asJSON bool) {
 	}
 	fmt.Fprintf(w, "\n%s upload to %s\n", s.Client, s.Target)
 	if s.SharedVia != "" {
-		p("quota", "shared through Redis at %s with the other uploaders; %d times Redis stopped answering (paced alone meanwhile)", s.SharedVia, s.StoreAlone)
+		alone := ""
+		if s.StoreAlone > 0 {
+			alone = fmt.Sprintf("; Redis stopped answering (%d×): paced alone at a quarter of the quota meanwhile", s.StoreAlone)
+		}
+		p("quota", "shared through Redis at %s with the other uploaders%s", s.SharedVia, alone)
 	}
 	p("records", "%d uploaded, %d failed, %d not sent", s.Uploaded, s.Failed, s.NotSent)
 	if s.Skipped > 0 {
@@ -96,6 +106,9 @@ func (s *summary) print(w io.Writer, asJSON bool) {
 	p("429s", "%d", s.Throttled)
 	p("retries", "%d", s.Retries)
 	p("time waiting", "%.2fs (summed over records: pacing and pauses)", s.WaitSecs)
+	if len(s.WaitByLimit) > 0 {
+		p("waited", "%s", byLimit(s.WaitByLimit))
+	}
 	if s.IdealSecs > 0 {
 		shared := ""
 		if s.SharedVia != "" {
@@ -115,6 +128,26 @@ func (s *summary) print(w io.Writer, asJSON bool) {
 		fmt.Fprintf(w, "  %d requests beyond one per record\n", wasted)
 	}
 	s.printLeft(w)
+}
+
+// byLimit says the time waited for each limit, the longest first: "12.30s
+// for the rate, 4.00s for the pause".
+func byLimit(secs map[string]float64) string {
+	limits := make([]string, 0, len(secs))
+	for l := range secs {
+		limits = append(limits, l)
+	}
+	sort.Slice(limits, func(i, j int) bool {
+		if secs[limits[i]] != secs[limits[j]] {
+			return secs[limits[i]] > secs[limits[j]]
+		}
+		return limits[i] < limits[j]
+	})
+	parts := make([]string, len(limits))
+	for i, l := range limits {
+		parts[i] = fmt.Sprintf("%.2fs for the %s", secs[l], l)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // printLeft lists what was not uploaded, and says how to send it.

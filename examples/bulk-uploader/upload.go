@@ -79,6 +79,7 @@ type client struct {
 	retries    atomic.Int64        // resends, with -naive
 	alone      atomic.Int64        // times the shared store (-redis) stopped answering
 	closeStore func()              // nil without -redis
+	waits      waits               // time waited, by what was waited for
 }
 
 func newClient(o options, base http.RoundTripper, target *url.URL) *client {
@@ -93,6 +94,8 @@ func newClient(o options, base http.RoundTripper, target *url.URL) *client {
 			c.throttled.Add(1)
 		case e.Kind == throttle.EventStore && e.Err != nil:
 			c.alone.Add(1)
+		case e.Kind == throttle.EventWaited:
+			c.waits.add(e.Limit, e.Wait)
 		}
 	})}
 	if o.redis != "" {
@@ -114,6 +117,7 @@ func (c *client) tally(s *summary) {
 		st := c.rt.Stats().Total
 		s.Attempts, s.Throttled, s.Retries, s.WaitSecs = st.Attempts, st.Throttled, st.Retries, st.WaitTime.Seconds()
 		s.StoreAlone = c.alone.Load()
+		s.WaitByLimit = c.waits.seconds()
 	} else {
 		s.Throttled, s.Retries = c.throttled.Load(), c.retries.Load()
 		s.Attempts = int64(sent) + s.Retries

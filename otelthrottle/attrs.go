@@ -1,0 +1,296 @@
+package otelthrottle
+
+// Attributes: what each instrument's series are split by, made once per
+// combination and kept, so that recording an event allocates nothing.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/throttlehttp/throttle"
+)
+
+// The attribute keys. Those of OTel's semantic conventions for HTTP clients
+// where one applies; throttle.* for the rest.
+const (
+	serverAddress = "server.address"
+	serverPort    = "server.port"
+	methodAttr    = "http.request.method"
+	statusAttr    = "http.response.status_code"
+	errorAttr     = "error.type"
+	limitAttr     = "throttle.limit"
+	reasonAttr    = "throttle.refusal.reason"
+	pauseReason   = "throttle.pause.reason"
+	pauseSource   = "throttle.pause.source"
+	keyAttr       = "throttle.key"
+)
+
+// shape says which instrument a set of attributes is for, and so what its
+// attrKey's a and b hold.
+type shape uint8
+
+const (
+	shapeAttempt   shape = iota // a: error.type; status
+	shapeRetry                  // as shapeAttempt
+	shapeThrottled              // status
+	shapePaused                 // a: reason, b: source; no method
+	shapeWaited                 // a: limit
+	shapeRefused                // a: reason, b: limit
+)
+
+// attrKey is what a set of attributes is made from.
+type attrKey struct {
+	shape  shape
+	origin string // scheme://host[:port], as the event's URL begins
+	method string // as http.request.method says it: see method
+	status int
+	a, b   string
+	key    string // the partition key, with WithKeyAttribute
+}
+
+// attrKey returns the key of e's attributes for the instrument of shape s.
+func (m *Metrics) attrKey(s shape, e *throttle.Event, a, b string, status int) attrKey {
+	k := attrKey{shape: s, origin: origin(e.URL), method: method(e.Method), status: status, a: a, b: b}
+	if m.key {
+		k.key = e.Key
+	}
+	return k
+}
+
+// maxSets bounds the combinations of attributes kept. Past it (many hosts,
+// or many keys with WithKeyAttribute), a new combination is recorded in the
+// overflow series, whose one attribute is otel.metric.overflow=true, as the
+// OTel SDK does past its own limit.
+const maxSets = 1024
+
+// overflowAttr marks the overflow series.
+const overflowAttr = "otel.metric.overflow"
+
+// attrCache keeps the attribute sets made. Reading is a lookup by a hash
+// of the key, without a lock: the map is replaced, not changed, when a key
+// is added, which happens once per combination. Keys that make the same
+// attributes ("https://API.example.com" and "https://api.example.com:443")
+// share one series.
+type attrCache struct {
+	seed maphash.Seed
+	m    atomic.Pointer[map[uint64]*entry] // by hash; keys of one hash are chained
+	full atomic.Bool                       // maxSets keys are kept
+
+	mu     sync.Mutex // held to add a key
+	n      int        // keys kept
+	series map[seriesKey]*series
+
+	overflow series // past maxSets, of every new combination
+}
+
+// An entry is a key kept, and its series.
+type entry struct {
+	key  attrKey
+	s    *series
+	next *entry // of the same hash
+}
+
+// seriesKey names a series: its instrument, by shape, and its attributes.
+type seriesKey struct {
+	shape shape
+	set   attribute.Distinct
+}
+
+// A series is one combination of attributes of one instrument: its set,
+// as a measurement option, and for a counter summed here
+// (throttle.attempts) its count.
+type series struct {
+	opt   metric.MeasurementOption
+	count atomic.Int64
+}
+
+// hash is k's hash. (Cheaper than a map's own hash of a struct of strings,
+// which reflects on its type.)
+func (c *attrCache) hash(k *attrKey) uint64 {
+	h := maphash.String(c.seed, k.origin)
+	h = h*31 + maphash.String(c.seed, k.method)
+	h = h*31 + uint64(k.shape)<<32 + uint64(k.status)
+	if k.a != "" {
+		h = h*31 + maphash.String(c.seed, k.a)
+	}
+	if k.b != "" {
+		h = h*31 + maphash.String(c.seed, k.b)
+	}
+	if k.key != "" {
+		h = h*31 + maphash.String(c.seed, k.key)
+	}
+	return h
+}
+
+// of returns the series of k's attributes; past maxSets, the overflow.
+func (c *attrCache) of(k attrKey) *series {
+	h := c.hash(&k)
+	if m := c.m.Load(); m != nil {
+		for e := (*m)[h]; e != nil; e = e.next {
+			if e.key == k {
+				return e.s
+			}
+		}
+	}
+	if c.full.Load() {
+		return &c.overflow
+	}
+	return c.add(k, h)
+}
+
+// add adds k, whose hash is h, if another did not first.
+func (c *attrCache) add(k attrKey, h uint64) *series {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old map[uint64]*entry
+	if m := c.m.Load(); m != nil {
+		old = *m
+	}
+	for e := old[h]; e != nil; e = e.next {
+		if e.key == k {
+			return e.s
+		}
+	}
+	if c.n >= maxSets {
+		c.full.Store(true)
+		return &c.overflow
+	}
+	set := k.set()
+	sk := seriesKey{k.shape, set.Equivalent()}
+	s := c.series[sk]
+	if s == nil {
+		s = &series{opt: metric.WithAttributeSet(set)}
+		if c.series == nil {
+			c.series = make(map[seriesKey]*series)
+		}
+		c.series[sk] = s
+	}
+	k.origin, k.key = strings.Clone(k.origin), strings.Clone(k.key)
+	m := make(map[uint64]*entry, len(old)+1)
+	for h, e := range old {
+		m[h] = e
+	}
+	m[h] = &entry{key: k, s: s, next: old[h]}
+	c.m.Store(&m)
+	c.n++
+	return s
+}
+
+// each calls fn for each series of shape sh, and the overflow.
+func (c *attrCache) each(sh shape, fn func(*series)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, s := range c.series {
+		if k.shape == sh {
+			fn(s)
+		}
+	}
+	if sh == shapeAttempt && c.overflow.count.Load() > 0 {
+		fn(&c.overflow)
+	}
+}
+
+// set makes k's attributes.
+func (k attrKey) set() attribute.Set {
+	host, port := server(k.origin)
+	kv := make([]attribute.KeyValue, 0, 7)
+	kv = append(kv, attribute.String(serverAddress, host))
+	if port > 0 {
+		kv = append(kv, attribute.Int(serverPort, port))
+	}
+	if k.shape != shapePaused {
+		kv = append(kv, attribute.String(methodAttr, k.method))
+	}
+	switch k.shape {
+	case shapeAttempt, shapeRetry:
+		if k.status != 0 {
+			kv = append(kv, attribute.Int(statusAttr, k.status))
+		}
+		if k.a != "" {
+			kv = append(kv, attribute.String(errorAttr, k.a))
+		}
+	case shapeThrottled:
+		kv = append(kv, attribute.Int(statusAttr, k.status))
+	case shapePaused:
+		kv = append(kv, attribute.String(pauseReason, k.a), attribute.String(pauseSource, k.b))
+	case shapeWaited:
+		kv = append(kv, attribute.String(limitAttr, k.a))
+	case shapeRefused:
+		kv = append(kv, attribute.String(reasonAttr, k.a), attribute.String(limitAttr, k.b))
+	}
+	if k.key != "" {
+		kv = append(kv, attribute.String(keyAttr, k.key))
+	}
+	return attribute.NewSet(kv...)
+}
+
+// origin is the scheme and host that u, an event's URL, begins with.
+func origin(u string) string {
+	i := strings.IndexByte(u, ':')
+	if i < 0 || !strings.HasPrefix(u[i+1:], "//") {
+		return u
+	}
+	if j := strings.IndexByte(u[i+3:], '/'); j >= 0 {
+		return u[:i+3+j]
+	}
+	return u
+}
+
+// server is the host of origin, lower-cased and without brackets, and its
+// port: the one given, else the scheme's default; 0 if unknown.
+func server(origin string) (string, int) {
+	scheme, hostport, ok := strings.Cut(origin, "://")
+	if !ok {
+		scheme, hostport = "", origin
+	}
+	host, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, p = strings.Trim(hostport, "[]"), ""
+	}
+	port, _ := strconv.Atoi(p)
+	if port == 0 {
+		switch strings.ToLower(scheme) {
+		case "http":
+			port = 80
+		case "https":
+			port = 443
+		}
+	}
+	return strings.ToLower(host), port
+}
+
+// method is m as http.request.method says it: a method of RFC 9110 or PATCH,
+// else "_OTHER", so that a caller's odd methods cannot make series without
+// end.
+func method(m string) string {
+	switch m {
+	case "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH":
+		return m
+	}
+	return "_OTHER"
+}
+
+// errorType is error.type for an attempt the base answered with err:
+// "timeout" (a net.Error's Timeout, the context's deadline), "canceled"
+// (the context's), else the error's Go type, as OTel's HTTP
+// instrumentation names it.
+func errorType(err error) string {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return fmt.Sprintf("%T", err)
+}

@@ -1,0 +1,104 @@
+package throttle_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlehttp/throttle"
+)
+
+// sendAt sends a GET to url with the given priority, from a goroutine.
+func sendAt(t *testing.T, wg *sync.WaitGroup, rt http.RoundTripper, url string, prio int) {
+	wg.Go(func() {
+		ctx := throttle.With(context.Background(), throttle.Priority(prio))
+		assert.NoError(t, doCtx(t, ctx, rt, url))
+	})
+}
+
+// Requests of higher priority go before the waiting requests of lower
+// priority; among equals, first come, first served.
+func TestPriorityReordersTheLine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newRecorder()
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 1}))
+		defer rt.Close()
+		var wg sync.WaitGroup
+		for i := range 4 {
+			sendAt(t, &wg, rt, fmt.Sprint("http://api.test/batch", i), 0)
+			synctest.Wait()
+		}
+		sendAt(t, &wg, rt, "http://api.test/user0", 5)
+		synctest.Wait()
+		sendAt(t, &wg, rt, "http://api.test/user1", 5)
+		synctest.Wait()
+		sendAt(t, &wg, rt, "http://api.test/low", -1)
+		synctest.Wait()
+		wg.Wait()
+		assert.Equal(t, []string{
+			"http://api.test/batch0", // at once
+			"http://api.test/user0", "http://api.test/user1",
+			"http://api.test/batch1", "http://api.test/batch2", "http://api.test/batch3",
+			"http://api.test/low",
+		}, base.urls())
+	})
+}
+
+// A steady stream of requests of higher priority, more than the pace can
+// take, does not starve the rest: a waiting request gains a level each
+// second, so requests two levels above it that arrive two seconds or more
+// after it no longer go first.
+func TestPriorityStarvesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newRecorder()
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 1}))
+		defer rt.Close()
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		arrived := map[string]time.Duration{}
+		var mu sync.Mutex
+		wg.Go(func() { // 20 a second of priority 2: twice what the pace takes
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				url := fmt.Sprint("http://api.test/hi", i)
+				mu.Lock()
+				arrived[url] = time.Since(base.start)
+				mu.Unlock()
+				sendAt(t, &wg, rt, url, 2)
+			}
+		})
+		time.Sleep(500*time.Millisecond + time.Millisecond)
+		loArrived := time.Since(base.start)
+		sendAt(t, &wg, rt, "http://api.test/lo", 0)
+		time.Sleep(4 * time.Second)
+		close(stop)
+		wg.Wait()
+		urls := base.urls()
+		lo := -1
+		for i, u := range urls {
+			if u == "http://api.test/lo" {
+				lo = i
+			}
+		}
+		require.NotEqual(t, -1, lo, "the low-priority request was sent")
+		passed := 0
+		for _, u := range urls[:lo] {
+			if a, ok := arrived[u]; ok && a > loArrived {
+				passed++
+				assert.Less(t, a, loArrived+2*time.Second, "%s arrived %v after it, and still went first", u, a-loArrived)
+			}
+		}
+		assert.Greater(t, passed, 30, "the higher priority went first while it could")
+	})
+}

@@ -1,0 +1,111 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// This file holds the options of one request, carried by its context: the
+// way net/http users give a request what is its own.
+
+// A RequestOption sets how one request is handled, against the Transport's
+// options; give it with [With].
+type RequestOption struct {
+	name  string
+	apply func(*reqConfig) error
+}
+
+// reqConfig is what a request's options set.
+type reqConfig struct {
+	noRetry bool
+	key     string // "" : the Transport's
+	prio    int
+}
+
+type reqOptionsKey struct{}
+
+// With returns a copy of ctx that carries opts for the requests made with
+// it (req.WithContext, http.NewRequestWithContext); a Transport reads them
+// when it is given the request. Options given again replace those of a
+// parent context one by one, the later winning:
+//
+//	ctx = throttle.With(ctx, throttle.NoRetry())
+//	req = req.WithContext(ctx)
+//
+// An option with a value no Transport can honour makes the request fail
+// at once, with an error matching [ErrInvalidRequestOption] that says
+// which and why; nothing is sent.
+func With(ctx context.Context, opts ...RequestOption) context.Context {
+	prev, _ := ctx.Value(reqOptionsKey{}).([]RequestOption)
+	all := make([]RequestOption, 0, len(prev)+len(opts))
+	all = append(append(all, prev...), opts...)
+	return context.WithValue(ctx, reqOptionsKey{}, all)
+}
+
+// ErrInvalidRequestOption is matched by the error of a request whose
+// options (see [With]) cannot be honoured.
+var ErrInvalidRequestOption = errors.New("throttle: invalid request option")
+
+// NoRetry sends the request once: whatever its answer, it is not retried
+// (a 429 still pauses its key, for the other requests).
+func NoRetry() RequestOption {
+	return RequestOption{name: "NoRetry", apply: func(c *reqConfig) error {
+		c.noRetry = true
+		return nil
+	}}
+}
+
+// PartitionKey puts the request in key's line, bucket, windows and pause,
+// in place of what [WithKey] (or the host) would choose. Its Policy is
+// still chosen by its host. As with WithKey, a key that holds a credential
+// of the request is shown redacted; an empty key is refused.
+func PartitionKey(key string) RequestOption {
+	return RequestOption{name: "PartitionKey", apply: func(c *reqConfig) error {
+		if key == "" {
+			return errors.New("an empty key")
+		}
+		c.key = key
+		return nil
+	}}
+}
+
+// Priority sets the request's place in its key's line: it goes before the
+// waiting requests of lower priority, among equals first come, first
+// served; 0 is every request's without it, and negative values are for
+// requests that can wait (a nightly batch beside users' calls). No
+// priority starves the rest: a waiting request's priority rises by one for
+// each second it has waited (aging), so a request of priority p is passed
+// only by requests of priority p+d that arrive less than d seconds after
+// it; its retries keep its place. A leaky bucket's Queue still bounds the
+// line, whatever the priority.
+func Priority(p int) RequestOption {
+	return RequestOption{name: "Priority", apply: func(c *reqConfig) error {
+		c.prio = p
+		return nil
+	}}
+}
+
+// requestOptions reads the options ctx carries; ok is false when there
+// are none.
+func requestOptions(ctx context.Context) (c reqConfig, ok bool, err error) {
+	opts, ok := ctx.Value(reqOptionsKey{}).([]RequestOption)
+	if !ok {
+		return c, false, nil
+	}
+	var bad []string
+	for _, o := range opts {
+		if o.apply == nil {
+			bad = append(bad, "the zero RequestOption (make options with NoRetry, PartitionKey…)")
+			continue
+		}
+		if err := o.apply(&c); err != nil {
+			bad = append(bad, o.name+": "+err.Error())
+		}
+	}
+	if len(bad) > 0 {
+		return c, true, fmt.Errorf("%w: %s", ErrInvalidRequestOption, strings.Join(bad, "; "))
+	}
+	return c, true, nil
+}

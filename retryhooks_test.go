@@ -1,0 +1,293 @@
+package throttle_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlehttp/throttle"
+)
+
+// seen is what a fake server saw of each attempt.
+type seen struct {
+	at     time.Duration
+	token  string
+	body   string
+	method string
+}
+
+// answering returns a base that answers attempt n (from 1) with
+// statuses[n-1] (200 past the end), and what it saw.
+func answering(statuses ...int) (rtFunc, func() []seen) {
+	var mu sync.Mutex
+	var log []seen
+	start := time.Now()
+	return func(req *http.Request) (*http.Response, error) {
+			var body []byte
+			if req.Body != nil {
+				body, _ = io.ReadAll(req.Body)
+				req.Body.Close()
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			log = append(log, seen{time.Since(start), req.Header.Get("Authorization"), string(body), req.Method})
+			if n := len(log); n <= len(statuses) {
+				return reply(req, statuses[n-1], "Retry-After", "1"), nil
+			}
+			return reply(req, http.StatusOK), nil
+		}, func() []seen {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]seen(nil), log...)
+		}
+}
+
+func post(t *testing.T, ctx context.Context, rt http.RoundTripper, body string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/items", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer old")
+	return rt.RoundTrip(req)
+}
+
+// Retry.ShouldRetry has the last word: a 500 to a POST is retried when it
+// says so (it is told the default, no), a 503 to a GET is not when it says
+// so; the retry budget still caps what it allows.
+func TestShouldRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base, log := answering(http.StatusInternalServerError)
+		var told []bool
+		rt := throttle.New(base, throttle.WithRetry(throttle.Retry{
+			ShouldRetry: func(resp *http.Response, err error, retry bool) bool {
+				told = append(told, retry)
+				return retry || resp != nil && resp.StatusCode == http.StatusInternalServerError
+			}}))
+		resp, err := post(t, context.Background(), rt, "{}")
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Len(t, log(), 2)
+		assert.Equal(t, []bool{false, false}, told, "the default for a 500 to a POST, then for the 200")
+	})
+	synctest.Test(t, func(t *testing.T) {
+		base, log := answering(http.StatusServiceUnavailable)
+		rt := throttle.New(base, throttle.WithRetry(throttle.Retry{
+			ShouldRetry: func(*http.Response, error, bool) bool { return false }}))
+		resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://api.test/x"))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		assert.Len(t, log(), 1)
+	})
+	synctest.Test(t, func(t *testing.T) {
+		// Every answer a 500; retried as the hook says, until the budget is
+		// spent: a floor of 1 a minute and a sliver of share allow 2.
+		base, log := answering(500, 500, 500, 500, 500, 500, 500, 500)
+		var mu sync.Mutex
+		var gaveUp []string
+		rt := throttle.New(base, throttle.WithRetry(throttle.Retry{Budget: 1e-9, BudgetFloor: 1,
+			ShouldRetry: func(*http.Response, error, bool) bool { return true }}),
+			throttle.WithEvents(func(e throttle.Event) {
+				if e.Kind == throttle.EventGaveUp {
+					mu.Lock()
+					gaveUp = append(gaveUp, e.Reason)
+					mu.Unlock()
+				}
+			}))
+		resp, err := post(t, context.Background(), rt, "{}")
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Len(t, log(), 3, "the first attempt and the budget's 2 retries")
+		assert.Equal(t, []string{"the key's retry budget is spent"}, gaveUp)
+	})
+}
+
+// Retry.Prepare changes each retry's own copy: a new token on every retry,
+// the body fresh from GetBody; the caller's request is untouched.
+func TestPrepare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base, log := answering(http.StatusTooManyRequests, http.StatusTooManyRequests)
+		var attempts []int
+		rt := throttle.New(base, throttle.WithRetry(throttle.Retry{
+			Prepare: func(req *http.Request, attempt int) error {
+				attempts = append(attempts, attempt)
+				req.Header.Set("Authorization", "Bearer new")
+				return nil
+			}}))
+		req, err := http.NewRequest(http.MethodPost, "http://api.test/items", strings.NewReader(`{"a":1}`))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer old")
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, []int{2, 3}, attempts)
+		var tokens, bodies []string
+		for _, s := range log() {
+			tokens, bodies = append(tokens, s.token), append(bodies, s.body)
+		}
+		assert.Equal(t, []string{"Bearer old", "Bearer new", "Bearer new"}, tokens)
+		assert.Equal(t, []string{`{"a":1}`, `{"a":1}`, `{"a":1}`}, bodies)
+		assert.Equal(t, "Bearer old", req.Header.Get("Authorization"), "the caller's request is never modified")
+	})
+	synctest.Test(t, func(t *testing.T) {
+		// An error from Prepare ends retrying with the last answer.
+		base, log := answering(http.StatusTooManyRequests)
+		var reasons []string
+		rt := throttle.New(base, throttle.WithRetry(throttle.Retry{
+			Prepare: func(*http.Request, int) error { return errors.New("no token to be had") }}),
+			throttle.WithEvents(func(e throttle.Event) {
+				if e.Kind == throttle.EventGaveUp {
+					reasons = append(reasons, e.Reason)
+				}
+			}))
+		resp, err := post(t, context.Background(), rt, "{}")
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		assert.Len(t, log(), 1)
+		assert.Equal(t, []string{"Retry.Prepare: no token to be had"}, reasons)
+	})
+}
+
+// Retry.NewBackOff sets the delays, never shorter than Retry-After, and
+// backoff.Stop ends retrying.
+func TestNewBackOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base, log := answering(http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusServiceUnavailable)
+		rt := throttle.New(base, throttle.WithRetry(throttle.Retry{
+			NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(3 * time.Second) }}))
+		require.NoError(t, do(t, rt, "http://api.test/x"))
+		var at []time.Duration
+		for _, s := range log() {
+			at = append(at, s.at)
+		}
+		assert.Equal(t, []time.Duration{0, 3 * time.Second, 6 * time.Second, 9 * time.Second}, at)
+	})
+	synctest.Test(t, func(t *testing.T) {
+		// 10 ms asked, 1 s of Retry-After: the server wins.
+		base, log := answering(http.StatusServiceUnavailable)
+		rt := throttle.New(base, throttle.WithRetry(throttle.Retry{
+			NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }}))
+		require.NoError(t, do(t, rt, "http://api.test/x"))
+		assert.Equal(t, time.Second, log()[1].at)
+	})
+	synctest.Test(t, func(t *testing.T) {
+		base, log := answering(http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusServiceUnavailable)
+		rt := throttle.New(base, throttle.WithRetry(throttle.Retry{
+			NewBackOff: func() backoff.BackOff {
+				return backoff.WithMaxRetries(backoff.NewConstantBackOff(time.Second), 1)
+			}}))
+		resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://api.test/x"))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		assert.Len(t, log(), 2, "one retry, then the backoff said stop")
+	})
+}
+
+// Hooks that panic leave the key in order: its in-flight slot is given
+// back, and a body GetBody made for the retry is closed.
+func TestPanickingRetryHooks(t *testing.T) {
+	tests := []struct {
+		name  string
+		retry throttle.Retry
+	}{
+		{"ShouldRetry", throttle.Retry{ShouldRetry: func(resp *http.Response, _ error, retry bool) bool {
+			if resp.StatusCode == http.StatusTooManyRequests {
+				panic("hook")
+			}
+			return retry
+		}}},
+		{"Prepare", throttle.Retry{Prepare: func(*http.Request, int) error { panic("hook") }}},
+		{"NewBackOff", throttle.Retry{NewBackOff: func() backoff.BackOff { panic("hook") }}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base, _ := answering(http.StatusTooManyRequests)
+				rt := throttle.New(base, throttle.WithRetry(tc.retry), throttle.WithPolicy(throttle.Policy{MaxInFlight: 1}))
+				bodies := &countingBodies{}
+				req, err := http.NewRequest(http.MethodPost, "http://api.test/items", strings.NewReader("{}"))
+				require.NoError(t, err)
+				req.GetBody = bodies.get
+				assert.PanicsWithValue(t, "hook", func() { _, _ = rt.RoundTrip(req) })
+				assert.Equal(t, bodies.made, bodies.closed, "every body GetBody made is closed")
+				st := rt.Stats().Total
+				assert.Zero(t, st.Slots, "the slot is given back")
+				assert.Zero(t, st.InFlight)
+				time.Sleep(2 * time.Second) // past the 429's pause
+				assert.NoError(t, do(t, rt, "http://api.test/x"), "the key still works")
+			})
+		})
+	}
+}
+
+// countingBodies is a GetBody that counts the bodies it makes and closes.
+type countingBodies struct{ made, closed int }
+
+func (c *countingBodies) get() (io.ReadCloser, error) {
+	c.made++
+	return &countedBody{Reader: strings.NewReader("{}"), c: c}, nil
+}
+
+type countedBody struct {
+	io.Reader
+	c *countingBodies
+}
+
+func (b *countedBody) Close() error { b.c.closed++; return nil }
+
+// Per-request options through the context: NoRetry sends once (a 429
+// still pauses the key); PartitionKey puts the request in another key's
+// line; an option no Transport can honour fails the request at once.
+func TestRequestOptions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base, log := answering(http.StatusTooManyRequests)
+		rt := throttle.New(base)
+		ctx := throttle.With(context.Background(), throttle.NoRetry())
+		resp, err := rt.RoundTrip(newReq(t, ctx, http.MethodGet, "http://api.test/x"))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		assert.Len(t, log(), 1, "not retried")
+		require.NoError(t, do(t, rt, "http://api.test/x"))
+		assert.Equal(t, time.Second, log()[1].at, "the key paused for the Retry-After all the same")
+	})
+	synctest.Test(t, func(t *testing.T) {
+		base := newRecorder()
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 1, Burst: 1}))
+		for _, key := range []string{"tenant-a", "tenant-b", "tenant-a"} {
+			ctx := throttle.With(context.Background(), throttle.PartitionKey(key))
+			require.NoError(t, doCtx(t, ctx, rt, "http://api.test/x"))
+		}
+		assert.Equal(t, []time.Duration{0, 0, time.Second}, base.times(), "two keys, one bucket each")
+		_, ok := rt.Stats().Keys["tenant-b"]
+		assert.True(t, ok)
+	})
+	synctest.Test(t, func(t *testing.T) {
+		base := newRecorder()
+		rt := throttle.New(base)
+		for _, opt := range []throttle.RequestOption{throttle.PartitionKey(""), {}} {
+			ctx := throttle.With(throttle.With(context.Background(), throttle.NoRetry()), opt)
+			bodies := &countingBodies{}
+			body, _ := bodies.get()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/x", body)
+			require.NoError(t, err)
+			_, err = rt.RoundTrip(req)
+			assert.ErrorIs(t, err, throttle.ErrInvalidRequestOption)
+			assert.Equal(t, 1, bodies.closed, "the body is closed")
+		}
+		assert.Empty(t, base.times(), "nothing sent")
+	})
+}
