@@ -89,11 +89,19 @@ func Priority(p int) RequestOption {
 
 // requestOptions reads the options ctx carries; ok is false when there
 // are none.
-func requestOptions(ctx context.Context) (c reqConfig, ok bool, err error) {
+func requestOptions(ctx context.Context) (reqConfig, bool, error) {
 	opts, ok := ctx.Value(reqOptionsKey{}).([]RequestOption)
 	if !ok {
-		return c, false, nil
+		return reqConfig{}, false, nil
 	}
+	c, err := applyRequestOptions(opts)
+	return c, true, err
+}
+
+// applyRequestOptions is requestOptions once there are options: apply takes
+// the config's address, which moves it to the heap, so a request without
+// options does not get here.
+func applyRequestOptions(opts []RequestOption) (c reqConfig, err error) {
 	var bad []string
 	for _, o := range opts {
 		if o.apply == nil {
@@ -105,7 +113,7 @@ func requestOptions(ctx context.Context) (c reqConfig, ok bool, err error) {
 		}
 	}
 	if len(bad) > 0 {
-		return c, true, fmt.Errorf("%w: %s", ErrInvalidRequestOption, strings.Join(bad, "; "))
+		return c, fmt.Errorf("%w: %s", ErrInvalidRequestOption, strings.Join(bad, "; "))
 	}
-	return c, true, nil
+	return c, nil
 }

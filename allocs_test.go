@@ -1,0 +1,39 @@
+//go:build !race
+
+package throttle_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/throttlehttp/throttle"
+)
+
+// Regression: a RoundTrip whose answer has no body allocates nothing, with
+// events off and no request options (issue 11; requestOptions once moved
+// its config to the heap on every request). Under MaxInFlight an answer
+// with a body gets one wrapper, which the caller owns (see body.go).
+func TestRoundTripAllocatesNothing(t *testing.T) {
+	for name, opts := range map[string][]throttle.Option{
+		"unpaced": nil,
+		"paced":   {throttle.WithPolicy(throttle.Policy{Rate: rate.Limit(1e9), Burst: 1 << 30})},
+		"window-inflight": {throttle.WithPolicy(throttle.Policy{Rate: rate.Limit(1e9), Burst: 1 << 30,
+			Windows: []throttle.Window{{N: 100, Per: time.Microsecond}}, MaxInFlight: 64})},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rt := throttle.New(okBase(), opts...)
+			defer rt.Close()
+			req, _ := http.NewRequest(http.MethodGet, "http://api.example.com/v1/items", nil)
+			if n := testing.AllocsPerRun(1000, func() {
+				if _, err := rt.RoundTrip(req); err != nil {
+					t.Fatal(err)
+				}
+			}); n != 0 {
+				t.Errorf("%v allocations per RoundTrip, want 0", n)
+			}
+		})
+	}
+}
