@@ -322,6 +322,9 @@ func (t *Transport) acquire(p *policy, key string, req *http.Request) (*keyState
 		}
 		ks.mu.Lock()
 		if !ks.dead {
+			if p.gen > ks.pol.gen {
+				ks.repolicy(p, time.Now()) // replaced at run time (swap.go)
+			}
 			ks.refs++
 			ks.used = true
 			ks.arrived++

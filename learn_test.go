@@ -208,7 +208,7 @@ func TestWhatThe429sTaughtIsVisible(t *testing.T) {
 		}
 		assert.Greater(t, len(paces), 2, "the pace is told as it moves")
 		last := paces[len(paces)-1].Rate
-		assert.InEpsilon(t, float64(st.Rate), float64(last), 0.1, "the last told is within a tenth of the pace")
+		assert.InEpsilon(t, float64(last), float64(st.Rate), 0.1, "the pace is within a tenth of the last told (a move of a tenth is told)")
 	})
 }
 

@@ -14,10 +14,10 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	def      *policy            // WithPolicy; nil: unpaced
-	exact    map[string]*policy // WithHostPolicy hostnames (lower-cased)
-	wildcard map[string]*policy // WithHostPolicy "*.domain", keyed by "domain"
-	ports    bool               // some exact pattern names a port
+	def      *slot            // WithPolicy's; nil: unpaced
+	exact    map[string]*slot // WithHostPolicy hostnames (lower-cased)
+	wildcard map[string]*slot // WithHostPolicy "*.domain", keyed by "domain"
+	ports    bool             // some exact pattern names a port
 	key      func(*http.Request) string
 	retry    Retry
 	events   func(Event)
@@ -37,7 +37,7 @@ func WithPolicy(p Policy) Option {
 			c.problems = append(c.problems, bad...)
 			return
 		}
-		c.def = compile(p)
+		c.def = newSlot(compile(p))
 	})
 }
 
@@ -63,9 +63,9 @@ func WithHostPolicy(pattern string, p Policy) Option {
 			return
 		}
 		if dom, ok := strings.CutPrefix(pattern, "*."); ok {
-			c.wildcard[dom] = compile(p)
+			c.wildcard[dom] = newSlot(compile(p))
 		} else {
-			c.exact[pattern] = compile(p)
+			c.exact[pattern] = newSlot(compile(p))
 			c.ports = c.ports || strings.Contains(pattern, ":")
 		}
 	})
@@ -120,8 +120,8 @@ func WithEvents(fn func(Event)) Option {
 // "name[:port]", the port left out when it is the scheme's default) whose
 // hostname is name.
 func (c *config) policyFor(scheme, host, name string) *policy {
-	if p, ok := c.exact[host]; ok {
-		return p
+	if s, ok := c.exact[host]; ok {
+		return s.cur.Load()
 	}
 	if host == name && c.ports {
 		// A pattern may spell out the scheme's default port.
@@ -129,23 +129,23 @@ func (c *config) policyFor(scheme, host, name string) *policy {
 		if scheme == "http" {
 			port = "80"
 		}
-		if p, ok := c.exact[name+":"+port]; ok {
-			return p
+		if s, ok := c.exact[name+":"+port]; ok {
+			return s.cur.Load()
 		}
 	}
 	if host != name {
-		if p, ok := c.exact[name]; ok {
-			return p
+		if s, ok := c.exact[name]; ok {
+			return s.cur.Load()
 		}
 	}
 	if len(c.wildcard) > 0 {
 		for i := 0; i < len(name); i++ {
 			if name[i] == '.' {
-				if p, ok := c.wildcard[name[i+1:]]; ok {
-					return p
+				if s, ok := c.wildcard[name[i+1:]]; ok {
+					return s.cur.Load()
 				}
 			}
 		}
 	}
-	return c.def
+	return c.def.cur.Load()
 }

@@ -12,6 +12,7 @@ type policy struct {
 	Policy
 	limit Limit  // the pacer: LimitRate, or LimitQueue for a leaky bucket
 	keys  *table // the states of the keys under it
+	gen   uint64 // replacements of its slot's Policy before it (swap.go)
 }
 
 func compile(p Policy) *policy {

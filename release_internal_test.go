@@ -16,7 +16,7 @@ func TestShouldRetryKeepsTheKeyHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var rt *Transport
 		refs := func() int32 {
-			ks := rt.cfg.def.keys.load("a.test")
+			ks := rt.cfg.def.cur.Load().keys.load("a.test")
 			ks.mu.Lock()
 			defer ks.mu.Unlock()
 			return ks.refs

@@ -24,7 +24,6 @@ import (
 type Transport struct {
 	base  http.RoundTripper
 	cfg   config
-	unpac *policy // the policy of hosts without one
 	keys  keys
 	epoch time.Time // window logs count from here
 
@@ -56,7 +55,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	}
 	t := &Transport{
 		base:  base,
-		cfg:   config{exact: map[string]*policy{}, wildcard: map[string]*policy{}, given: map[string]bool{}},
+		cfg:   config{exact: map[string]*slot{}, wildcard: map[string]*slot{}, given: map[string]bool{}},
 		epoch: time.Now(),
 		done:  make(chan struct{}),
 	}
@@ -65,17 +64,15 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	}
 	t.cfg.given, t.cfg.problems = nil, nil
 	t.cfg.retry = t.cfg.retry.withDefaults()
-	t.unpac = compile(Policy{})
 	if t.cfg.def == nil {
-		t.cfg.def = t.unpac
+		t.cfg.def = newSlot(compile(Policy{}))
 	}
-	t.keys.register(t.unpac)
-	t.keys.register(t.cfg.def)
-	for _, p := range t.cfg.exact {
-		t.keys.register(p)
+	t.keys.register(t.cfg.def.cur.Load())
+	for _, s := range t.cfg.exact {
+		t.keys.register(s.cur.Load())
 	}
-	for _, p := range t.cfg.wildcard {
-		t.keys.register(p)
+	for _, s := range t.cfg.wildcard {
+		t.keys.register(s.cur.Load())
 	}
 	return t
 }

@@ -1,0 +1,166 @@
+package throttle
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// This file holds the replacement of a Policy on a live Transport (quotas
+// change; a user upgrades a plan): SetPolicy and SetHostPolicy, and what a
+// key's state keeps across the change.
+
+// slot is where the Policy of WithPolicy, or of one WithHostPolicy pattern,
+// lives: requests read it without a lock, a replacement swaps it.
+type slot struct {
+	cur atomic.Pointer[policy]
+	mu  sync.Mutex // one replacement at a time
+}
+
+func newSlot(p *policy) *slot {
+	s := &slot{}
+	s.cur.Store(p)
+	return s
+}
+
+// SetPolicy replaces the Policy of every key whose host has no
+// WithHostPolicy (as WithPolicy sets it at New), at once and for the
+// requests already waiting: none is dropped or refused for the change
+// (a leaky bucket's queue may hold more than a smaller Queue while it
+// drains). See SetHostPolicy for what each key keeps. It returns an error
+// matching ErrInvalidConfig if p does not validate, and changes nothing
+// then. It is safe to call while requests are under way.
+func (t *Transport) SetPolicy(p Policy) error {
+	if bad := p.problems("SetPolicy"); len(bad) > 0 {
+		return asError(bad)
+	}
+	t.replace(t.cfg.def, p)
+	return nil
+}
+
+// SetHostPolicy replaces the Policy of a pattern given to New with
+// WithHostPolicy, at once and for the requests already waiting: none is
+// dropped or refused for the change. Each live key keeps what it knows:
+// its line, its requests on the wire and in-flight slots, its pause, what
+// the server's quota headers told it, and the requests its windows count
+// (a window new to the key counts those it already logged for another,
+// else it counts from the change on). Its pacer takes the new Rate and
+// Burst with the tokens it holds (at most the new depth; a key that was
+// unpaced starts with a full bucket, as a new key would); what 429s had cut
+// or taught of its pace starts again under the new Policy. It returns an
+// error matching ErrInvalidConfig if p does not validate or if the pattern
+// was not given to New (add it there to change it later), and changes
+// nothing then. It is safe to call while requests are under way.
+func (t *Transport) SetHostPolicy(pattern string, p Policy) error {
+	where := fmt.Sprintf("SetHostPolicy(%q)", pattern)
+	if bad := p.problems(where); len(bad) > 0 {
+		return asError(bad)
+	}
+	pattern = strings.ToLower(pattern)
+	s, ok := t.cfg.exact[pattern]
+	if dom, wild := strings.CutPrefix(pattern, "*."); wild {
+		s, ok = t.cfg.wildcard[dom]
+	}
+	if !ok {
+		return asError([]string{where + ": no such pattern was given to New with WithHostPolicy"})
+	}
+	t.replace(s, p)
+	return nil
+}
+
+// replace puts p in s, and moves every live key of s's policy to it.
+func (t *Transport) replace(s *slot, p Policy) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.cur.Load()
+	np := compile(p)
+	np.keys, np.gen = old.keys, old.gen+1 // the same keys, under the new Policy
+	s.cur.Store(np)
+	now := time.Now()
+	np.keys.each(func(ks *keyState) bool {
+		ks.mu.Lock()
+		if !ks.dead && np.gen > ks.pol.gen {
+			ks.repolicy(np, now)
+		}
+		ks.mu.Unlock()
+		return false
+	})
+}
+
+// repolicy moves the key to p, a replacement of its policy, at now: see
+// SetHostPolicy for what it keeps. The head of its line recomputes.
+func (ks *keyState) repolicy(p *policy, now time.Time) {
+	old := ks.pol
+	ks.pol = p
+	switch {
+	case !p.paced() && old.paced():
+		ks.lim, ks.reserve = nil, 0
+	case !p.paced():
+		// Unpaced before and after: a pace learned from 429s stays.
+	case ks.lim == nil || !old.paced():
+		ks.lim, ks.reserve = p.newLimiter(), 0
+		if p.Queue == 0 {
+			ks.reserve = int32(ks.lat.reserve(float64(p.Rate), p.Burst))
+			ks.lim.SetBurstAt(now, max(1, p.Burst-int(ks.reserve)))
+		}
+	default:
+		depth := 1
+		if p.Queue == 0 {
+			ks.reserve = int32(ks.lat.reserve(float64(p.Rate), p.Burst))
+			depth = max(1, p.Burst-int(ks.reserve))
+		}
+		ks.lim.SetLimitAt(now, p.Rate)
+		ks.lim.SetBurstAt(now, depth)
+	}
+	if tr := ks.tr; tr != nil {
+		tr.adapt = newAdaptation(p.Rate)
+		if tr.x != nil && (p.paced() || len(p.Windows) > 0) {
+			tr.x.learn = learner{} // a configured pace: nothing to learn
+		}
+	}
+	ks.wins = rewindow(ks.wins, p, ks.admitted)
+	ks.wakeHead()
+}
+
+// gone is the time of a window entry that never counts.
+const gone = -4 * maxPer
+
+// rewindow returns the windows of p for a key with admitted admissions so
+// far, each holding the admissions the old windows logged (the log of the
+// largest holds the most), the k-th at index (k-1) mod N as every log does.
+func rewindow(old []windowLog, p *policy, admitted uint64) []windowLog {
+	if len(p.Windows) == 0 {
+		return nil
+	}
+	var src *windowLog
+	for i := range old {
+		if src == nil || len(old[i].log) > len(src.log) {
+			src = &old[i]
+		}
+	}
+	wins := make([]windowLog, len(p.Windows))
+	for i := range p.Windows {
+		w := newWindowLog(&p.Windows[i])
+		if admitted > 0 {
+			n := uint64(w.N)
+			w.log = make([]winEntry, w.N)
+			for j := range w.log {
+				w.log[j].at = gone
+			}
+			w.start = int(admitted % n)
+			if src != nil {
+				w.latest = src.latest
+				srcN := uint64(src.N)
+				for k := admitted - min(admitted, n, uint64(len(src.log))) + 1; k <= admitted; k++ {
+					if e := src.log[(k-1)%srcN]; e.id == uint32(k) {
+						w.log[(k-1)%n] = e
+					}
+				}
+			}
+		}
+		wins[i] = w
+	}
+	return wins
+}

@@ -1,0 +1,147 @@
+package throttle_test
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlehttp/throttle"
+)
+
+// gaps returns the time between each send and the one before.
+func gaps(times []time.Duration) []time.Duration {
+	var out []time.Duration
+	for i := 1; i < len(times); i++ {
+		out = append(out, times[i]-times[i-1])
+	}
+	return out
+}
+
+// A host's Policy replaced under load: the requests already waiting are
+// neither dropped nor refused, and go at the new pace from the change on,
+// faster or slower.
+func TestSetHostPolicyUnderLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		from, to throttle.Policy
+		change   time.Duration // when: three have gone
+		gapAfter time.Duration
+	}{
+		{"faster", throttle.Policy{Rate: 10, Burst: 1}, throttle.Policy{Rate: 100, Burst: 1}, 205 * time.Millisecond, 10 * time.Millisecond},
+		{"slower", throttle.Policy{Rate: 100, Burst: 1}, throttle.Policy{Rate: 10, Burst: 1}, 25 * time.Millisecond, 100 * time.Millisecond},
+		{"a queue, smaller", throttle.Policy{Rate: 10, Queue: 20}, throttle.Policy{Rate: 20, Queue: 2}, 205 * time.Millisecond, 50 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := newRecorder()
+				rt := throttle.New(base, throttle.WithHostPolicy("api.test", tc.from))
+				defer rt.Close()
+				var wg sync.WaitGroup
+				for i := range 12 {
+					wg.Go(func() { assert.NoError(t, do(t, rt, fmt.Sprint("http://api.test/", i))) })
+					synctest.Wait()
+				}
+				time.Sleep(tc.change)
+				before := len(base.times())
+				require.Equal(t, 3, before)
+				require.NoError(t, rt.SetHostPolicy("API.test", tc.to))
+				wg.Wait()
+				times := base.times()
+				require.Len(t, times, 12, "nothing dropped")
+				for _, g := range gaps(times)[before:] {
+					assert.Equal(t, tc.gapAfter, g, "after the change")
+				}
+			})
+		})
+	}
+}
+
+// A window the key keeps counts what it logged before the change: a
+// smaller window holds the key at once.
+func TestSetHostPolicyKeepsTheWindowsCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newRecorder()
+		rt := throttle.New(base, throttle.WithHostPolicy("api.test", throttle.Policy{Windows: []throttle.Window{{N: 5, Per: time.Second}}}))
+		defer rt.Close()
+		for range 3 {
+			require.NoError(t, do(t, rt, "http://api.test/x"))
+		}
+		require.NoError(t, rt.SetHostPolicy("api.test", throttle.Policy{Windows: []throttle.Window{{N: 3, Per: time.Second}}}))
+		require.NoError(t, do(t, rt, "http://api.test/x"))
+		assert.Equal(t, []time.Duration{0, 0, 0, time.Second}, base.times(), "3 of 3 were already used")
+	})
+}
+
+// SetPolicy replaces WithPolicy's, for the hosts without their own.
+func TestSetPolicy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newRecorder()
+		rt := throttle.New(base)
+		defer rt.Close()
+		require.NoError(t, do(t, rt, "http://any.test/x"))
+		require.NoError(t, rt.SetPolicy(throttle.Policy{Rate: 2, Burst: 1}))
+		for range 3 {
+			require.NoError(t, do(t, rt, "http://any.test/x"))
+		}
+		assert.Equal(t, []time.Duration{0, 0, 500 * time.Millisecond, time.Second}, base.times(),
+			"an unpaced key starts its bucket full, then one every 500 ms")
+		assert.EqualValues(t, 2, rt.Stats().Keys["any.test"].Rate)
+	})
+}
+
+// A Policy that does not validate, or a pattern New was not given, is an
+// error, and changes nothing.
+func TestSetHostPolicyErrors(t *testing.T) {
+	rt := throttle.New(newRecorder(), throttle.WithHostPolicy("api.test", throttle.Policy{Rate: 1, Burst: 1}))
+	defer rt.Close()
+	err := rt.SetHostPolicy("other.test", throttle.Policy{Rate: 1, Burst: 1})
+	assert.ErrorIs(t, err, throttle.ErrInvalidConfig)
+	assert.ErrorContains(t, err, `SetHostPolicy("other.test"): no such pattern was given to New`)
+	err = rt.SetHostPolicy("api.test", throttle.Policy{Rate: 5}) // no Burst
+	assert.ErrorIs(t, err, throttle.ErrInvalidConfig)
+	assert.ErrorIs(t, rt.SetPolicy(throttle.Policy{Rate: -1}), throttle.ErrInvalidConfig)
+	require.NoError(t, do(t, rt, "http://api.test/x"))
+	assert.EqualValues(t, 1, rt.Stats().Keys["api.test"].Rate, "unchanged")
+}
+
+// Policies replaced while requests come and go, from many goroutines: no
+// request is lost, and the race detector finds nothing.
+func TestSetPolicyWhileRequestsRun(t *testing.T) {
+	rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) { return reply(r, http.StatusOK), nil }),
+		throttle.WithHostPolicy("*.test", throttle.Policy{Rate: 1e6, Burst: 100, Windows: []throttle.Window{{N: 1000, Per: time.Millisecond}}}))
+	defer rt.Close()
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p := throttle.Policy{Rate: 1e6, Burst: 50 + i%100, MaxInFlight: 4 + i%4}
+			if i%3 == 0 {
+				p.Windows = []throttle.Window{{N: 500 + i%500, Per: time.Millisecond}}
+			}
+			assert.NoError(t, rt.SetHostPolicy("*.test", p))
+		}
+	})
+	var reqs sync.WaitGroup
+	for w := range 8 {
+		reqs.Go(func() {
+			for i := range 300 {
+				assert.NoError(t, do(t, rt, fmt.Sprintf("http://k%d.test/%d", (w+i)%5, i)))
+			}
+		})
+	}
+	reqs.Wait()
+	close(stop)
+	wg.Wait()
+	assert.EqualValues(t, 8*300, rt.Stats().Total.Requests)
+}
