@@ -343,20 +343,7 @@ func TestFirstPausePeeksIntoTheLastSecond(t *testing.T) {
 				})
 				rt := throttle.New(base)
 				defer rt.Close()
-				var wg sync.WaitGroup
-				next := make(chan int)
-				for range 8 {
-					wg.Go(func() {
-						for i := range next {
-							assert.NoError(t, do(t, rt, fmt.Sprint("http://p.test/", i)))
-						}
-					})
-				}
-				for i := range 40 {
-					next <- i
-				}
-				close(next)
-				wg.Wait()
+				jobOf(t, rt, 40, 8, "")
 				mu.Lock()
 				defer mu.Unlock()
 				require.Greater(t, len(after), len(tt.peeks))
@@ -450,20 +437,7 @@ func TestLaterRetryAfterExtendsAPeekingPause(t *testing.T) {
 		})
 		rt := throttle.New(base)
 		defer rt.Close()
-		var wg sync.WaitGroup
-		next := make(chan int)
-		for range 8 {
-			wg.Go(func() {
-				for i := range next {
-					assert.NoError(t, do(t, rt, fmt.Sprint("http://p.test/", i)))
-				}
-			})
-		}
-		for i := range 40 {
-			next <- i
-		}
-		close(next)
-		wg.Wait()
+		jobOf(t, rt, 40, 8, "")
 		mu.Lock()
 		defer mu.Unlock()
 		require.NotEmpty(t, after)
