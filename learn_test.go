@@ -393,17 +393,9 @@ func TestHeldCountIsProbedNotDoubled(t *testing.T) {
 			Latency: time.Millisecond})
 		rt := throttle.New(api)
 		defer rt.Close()
-		var fastest rate.Limit
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for range 60 { // the first 3 s
-				time.Sleep(50 * time.Millisecond)
-				fastest = max(fastest, rt.Stats().Keys["api.test"].Rate)
-			}
-		}()
+		fastestPace := watchPace(rt, 60, 50*time.Millisecond) // the first 3 s
 		job(t, rt, 1000)
-		<-done
+		fastest := fastestPace()
 		assert.InDelta(t, 100, float64(fastest), 15, "the first guess, probed")
 		assert.LessOrEqual(t, api.Stats().Total.Throttled, int64(12), "the first refusals, three peeks, a probe")
 	})
@@ -494,17 +486,9 @@ func TestLearnedPaceGrowsOnlyWhenReached(t *testing.T) {
 			Latency: 45 * time.Millisecond, LatencyJitter: 10 * time.Millisecond})
 		rt := throttle.New(api)
 		defer rt.Close()
-		var fastest rate.Limit
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for range 100 { // the first 10 s
-				time.Sleep(100 * time.Millisecond)
-				fastest = max(fastest, rt.Stats().Keys["api.test"].Rate)
-			}
-		}()
+		fastestPace := watchPace(rt, 100, 100*time.Millisecond) // the first 10 s
 		job(t, rt, 2000)
-		<-done
+		fastest := fastestPace()
 		t.Logf("fastest pace %.0f/s", float64(fastest))
 		assert.Less(t, float64(fastest), 800.0)
 	})
@@ -542,4 +526,23 @@ func TestLearnedPaceCarriesOverALateTurn(t *testing.T) {
 		require.GreaterOrEqual(t, len(ts), 2)
 		assert.Equal(t, ts[len(ts)-2], ts[len(ts)-1], "the second goes with the first")
 	})
+}
+
+// watchPace samples the pace of rt's key "api.test" n times, every d, from
+// a goroutine, and returns a function that waits for the samples to end
+// and returns the fastest.
+func watchPace(rt *throttle.Transport, n int, d time.Duration) func() rate.Limit {
+	var fastest rate.Limit
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range n {
+			time.Sleep(d)
+			fastest = max(fastest, rt.Stats().Keys["api.test"].Rate)
+		}
+	}()
+	return func() rate.Limit {
+		<-done
+		return fastest
+	}
 }
