@@ -481,3 +481,28 @@ func TestCostSpendsWhatTheServerSaysRemains(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// Transports sharing a Store book each attempt's cost there: a cost-5
+// request through one Transport empties the shared bucket of 5, and the
+// other Transport's cost-5 request goes 5/Rate later, though its own
+// bucket is full.
+func TestCostSharedThroughTheStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := throttle.NewMemoryStore()
+		pol := throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 6})
+		a := throttle.New(newRecorder(), pol, throttle.WithStore(store))
+		defer a.Close()
+		b := throttle.New(newRecorder(), pol, throttle.WithStore(store))
+		defer b.Close()
+		start := time.Now()
+		at, err := costly(t, a, start, "http://api.test/q", 5)
+		require.NoError(t, err)
+		assert.Zero(t, at)
+		at, err = costly(t, b, start, "http://api.test/q", 5)
+		require.NoError(t, err)
+		assert.Equal(t, ms(500), at)
+		at, err = costly(t, a, start, "http://api.test/q", 1)
+		require.NoError(t, err)
+		assert.Equal(t, ms(600), at)
+	})
+}
