@@ -229,10 +229,11 @@ func (w *windowLog) answered(last uint64, c int, now time.Duration) {
 // That is safe, as what is left still holds every entry that counts.
 func (w *windowLog) drop(last uint64, c int) {
 	first := last - uint64(c) + 1
-	if w.start > 0 { // oldest first, from index 0
+	if w.start > 0 { // oldest first, from index 0: each entry moves start back
 		slices.Reverse(w.log[:w.start])
 		slices.Reverse(w.log[w.start:])
 		slices.Reverse(w.log)
+		w.off += uint64(w.start)
 		w.start = 0
 	}
 	kept := w.log[:0]
