@@ -98,9 +98,9 @@ type figure struct {
 	hit any // the function panicked with this: the panic goes on once the key is in order
 }
 
-// figure calls WithCost's function on resp. A panic in it is kept in the
-// figure, so that the key can be put in order before it goes on.
-func (t *Transport) figure(resp *http.Response) (f figure) {
+// serverCost calls WithCost's function on resp. A panic in it is kept in
+// the figure, so that the key can be put in order before it goes on.
+func (t *Transport) serverCost(resp *http.Response) (f figure) {
 	defer func() {
 		if p := recover(); p != nil {
 			f = figure{hit: p}

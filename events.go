@@ -50,7 +50,8 @@ const (
 	// EventRefused: a request ended without being sent (this attempt, or
 	// the retry it waited to make): Event.Err says why, a *WaitError
 	// (ErrQueueFull, ErrWouldExceedDeadline, ErrPaused, ErrClosed,
-	// ErrMaxElapsed, ErrStoreUnavailable, or the context's error), and
+	// ErrMaxElapsed, ErrCostTooLarge, ErrStoreUnavailable, or the
+	// context's error), and
 	// Event.Limit which limit held it.
 	EventRefused
 	// EventAnswered: an attempt sent to the base RoundTripper came back:

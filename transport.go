@@ -272,7 +272,7 @@ func (o *outcome) held() bool { return !o.ls.held.Before(o.now.Add(o.delay)) }
 func (r *request) judge(o *outcome, tk ticket, attempt int, resp *http.Response, err error) {
 	var fig figure
 	if resp != nil && r.t.cfg.cost != nil {
-		fig = r.t.figure(resp) // user code: a panic waits until the key is in order
+		fig = r.t.serverCost(resp) // user code: a panic waits until the key is in order
 	}
 	o.cost = int(tk.cost)
 	wants := resp != nil && r.ks.wantsQuota(tk.adm)
