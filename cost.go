@@ -61,11 +61,12 @@ func (ks *keyState) tooCostly(cost int) (holder, error) {
 //
 // fn may read the response's status and header, not its body, which is
 // the caller's. It is called from the request's goroutine, once per
-// attempt answered, after the key has learned from the answer, and must
-// be quick. A figure below 0 or above 1e9 is ignored. Should fn panic,
-// the key is left in order, the response is closed and the panic goes on
-// to the caller, as for Retry's hooks. nil, the default: each attempt is
-// charged the cost given with Cost, 1 without it.
+// attempt answered (retries included, each corrected on its own), and must
+// be quick. A figure below 0 or above 1e9 is ignored. Should fn panic, the
+// key is left in order (the charge as it was, the in-flight slot and the
+// probe given back), the response is closed and the panic goes on to the
+// caller, as for Retry's hooks. nil, the default: each attempt is charged
+// the cost given with Cost, 1 without it.
 //
 // [CostHeader] reads the figure from a header.
 func WithCost(fn func(resp *http.Response) (n int, ok bool)) Option {

@@ -131,9 +131,6 @@ func storeTolerance(p Policy, r rate.Limit, n int) time.Duration {
 	return spanOf(depth-min(n, depth), r)
 }
 
-// interval is 1/r as a duration (0 for an unpaced key), saturated.
-func interval(r rate.Limit) time.Duration { return spanOf(1, r) }
-
 // spanOf is n intervals at pace r (0 for an unpaced key), saturated.
 func spanOf(n int, r rate.Limit) time.Duration {
 	if r <= 0 || n <= 0 {
