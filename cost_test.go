@@ -506,3 +506,37 @@ func TestCostSharedThroughTheStore(t *testing.T) {
 		assert.Equal(t, ms(600), at)
 	})
 }
+
+// A cost the bucket admits (up to Burst-1) still goes once the reserve the
+// key holds back against jitter has grown past it: when the bucket is
+// full, leaving it owing the rest. Round trips of 0 and 500 ms in turn
+// grow the reserve of a bucket of Burst 10 to 8 tokens: it holds 2, and a
+// cost-9 request takes 9 of them.
+func TestCostBeyondWhatTheReserveLeaves(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow := false
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Path != "/jitter" {
+				return reply(r, http.StatusOK), nil
+			}
+			if slow = !slow; slow {
+				time.Sleep(ms(500))
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 10}))
+		defer rt.Close()
+		for range 8 {
+			require.NoError(t, do(t, rt, "http://api.test/jitter"))
+		}
+		time.Sleep(10 * time.Second) // the bucket full again
+		start := time.Now()
+		at, err := costly(t, rt, start, "http://api.test/q", 9)
+		require.NoError(t, err)
+		assert.Zero(t, at, "at once: the bucket is full")
+		// Owing 7 (it held 2): the next waits for 8 tokens.
+		at, err = costly(t, rt, start, "http://api.test/q", 1)
+		require.NoError(t, err)
+		assert.Equal(t, ms(800), at)
+	})
+}
