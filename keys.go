@@ -153,7 +153,11 @@ func (ks *keyState) heldUntil(now time.Time, mono time.Duration) (time.Time, hol
 		at, h = until, holder{limit: LimitPause}
 	}
 	if m := ks.mirror(); m != nil {
-		if next := now.Add(m.lowerBound(mono, ks.admitted, int(ks.sending), 0) - mono); next.After(at) {
+		next := m.lowerBound(mono, ks.admitted, int(ks.sending), 0)
+		if next == holdsForAnswer {
+			return never, holder{limit: LimitQuota}
+		}
+		if next := now.Add(next - mono); next.After(at) {
 			at, h = next, holder{limit: LimitQuota}
 		}
 	}
@@ -186,8 +190,9 @@ func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead int) (ti
 		at, h = until, holder{limit: LimitPause}
 	}
 	if m := ks.mirror(); m != nil {
-		if next := now.Add(m.lowerBound(mono, ks.admitted, int(ks.sending), ahead) - mono); next.After(at) {
-			at, h = next, holder{limit: LimitQuota}
+		// A wait for an answer counts as ending now: its end is not known.
+		if next := m.lowerBound(mono, ks.admitted, int(ks.sending), ahead); next != holdsForAnswer && now.Add(next-mono).After(at) {
+			at, h = now.Add(next-mono), holder{limit: LimitQuota}
 		}
 	}
 	for i := range ks.wins {
