@@ -156,7 +156,11 @@ func (ks *keyState) heldUntil(now time.Time, mono time.Duration, cost int) (time
 		at, h = until, holder{limit: LimitPause}
 	}
 	if m := ks.mirror(); m != nil {
-		if next := now.Add(m.lowerBound(mono, ks.admitted, int(ks.outUnits), 0, cost) - mono); next.After(at) {
+		next := m.lowerBound(mono, ks.admitted, int(ks.outUnits), 0, cost)
+		if next == holdsForAnswer {
+			return never, holder{limit: LimitQuota}
+		}
+		if next := now.Add(next - mono); next.After(at) {
 			at, h = next, holder{limit: LimitQuota}
 		}
 	}
@@ -190,8 +194,9 @@ func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead, cost in
 		at, h = until, holder{limit: LimitPause}
 	}
 	if m := ks.mirror(); m != nil {
-		if next := now.Add(m.lowerBound(mono, ks.admitted, int(ks.outUnits), ahead, cost) - mono); next.After(at) {
-			at, h = next, holder{limit: LimitQuota}
+		// A wait for an answer counts as ending now: its end is not known.
+		if next := m.lowerBound(mono, ks.admitted, int(ks.outUnits), ahead, cost); next != holdsForAnswer && now.Add(next-mono).After(at) {
+			at, h = now.Add(next-mono), holder{limit: LimitQuota}
 		}
 	}
 	for i := range ks.wins {

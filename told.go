@@ -346,8 +346,9 @@ func (m *told) tokens(now time.Duration, inflight int) float64 {
 
 // lowerBound is the earliest time, from the epoch, the mirror could let go
 // a request of cost n with ahead others before it (0 for the head, which it
-// lets go then). A cost beyond all the quota holds goes when it is whole:
-// the server decides.
+// lets go then), or holdsForAnswer when only an answer on its way can tell.
+// A cost beyond all the quota holds goes when it is whole: the server
+// decides.
 func (m *told) lowerBound(now time.Duration, admitted uint64, inflight, ahead, n int) time.Duration {
 	m.rollover(now, admitted)
 	if m.limit > 0 {
@@ -385,6 +386,13 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight, ahead, n
 		return max(m.resetAt, m.aged(now, need-m.exact(now, inflight)))
 	case m.rate > 0:
 		return now + time.Duration(math.Ceil((need-t)/m.rate*1e9))
+	case m.kind == kindBucket && inflight > 0:
+		// Spent, and others spend all it adds, as far as the key has
+		// measured: nothing is known to refill it. The answers on their
+		// way read it again.
+		return holdsForAnswer
+	case m.kind == kindBucket:
+		return now // one request at a time reads it again
 	case m.resetAt > now && ahead == 0 && m.kind == kindUnknown && m.coarse && !m.tested &&
 		m.resetAt-m.leftAt >= coarseWait/8:
 		// Spent, and the headers cannot tell a short window from a
