@@ -108,7 +108,7 @@ type lesson struct {
 // is a quota signal, or if it tips the key into an outage or fails during
 // one (then as long as its Retry-After, if it has one). The head of the
 // line is woken to recompute. ks.mu must be held.
-func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, pause time.Duration, now time.Time) (ls lesson) {
+func (t *Transport) learn(ks *keyState, tk *ticket, resp *http.Response, h *hint, pause time.Duration, now time.Time) (ls lesson) {
 	mono := t.since(now)
 	now, at := ks.clock(now, mono)
 	ks.sending--
@@ -117,10 +117,10 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	// ok: the server took the request (a 5xx says nothing about the pace).
 	ok := resp != nil && h.signal == signalNone && resp.StatusCode < http.StatusInternalServerError
 	failed := h.signal == signalUnavailable
-	outage := (resp != nil || failed) && ks.health.record(mono, failed, h.throttled() && !ks.stale(tk))
+	outage := (resp != nil || failed) && ks.health.record(mono, failed, h.throttled() && !ks.stale(*tk))
 	ks.count(resp, h)
 	if tk.probe {
-		ks.endProbe(tk, ok, now, at)
+		ks.endProbe(*tk, ok, now, at)
 	}
 	if !h.throttled() && (resp != nil || failed) {
 		ks.ev.answered(at) // not refused for the quota: evidence of what it bears
@@ -139,7 +139,7 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 		}
 	}
 	if ok {
-		ks.accept(tk)
+		ks.accept(*tk)
 		ks.climb(now, at)
 		if !tk.probe {
 			ks.widenRamp()
@@ -151,7 +151,7 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	switch {
 	case h.throttled():
 		pace, why, was := ls.pace, ls.paceWhy, ks.pace()
-		ls = ks.refused(tk, h, pause, now, at)
+		ls = ks.refused(*tk, *h, pause, now, at)
 		ls.pace, ls.paceWhy = pace, why
 		if p := ks.pace(); p < was && !ks.learned() {
 			ls.cut = p
@@ -163,7 +163,7 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 			pause = h.wait
 		}
 		pace, why := ls.pace, ls.paceWhy
-		ls = ks.pause(h, pause, now)
+		ls = ks.pause(*h, pause, now)
 		ls.pace, ls.paceWhy = pace, why
 		if !ls.until.IsZero() && !ks.health.outage {
 			ks.health.outage = true
@@ -264,7 +264,7 @@ func (ks *keyState) clock(now time.Time, mono time.Duration) (time.Time, time.Du
 
 // answered closes the attempt's window entries at now, and learns its round
 // trip when it got a response.
-func (ks *keyState) answered(tk ticket, response bool, now time.Time, mono time.Duration) {
+func (ks *keyState) answered(tk *ticket, response bool, now time.Time, mono time.Duration) {
 	for i := range ks.wins {
 		ks.wins[i].answered(tk.adm, int(tk.cost), mono)
 	}
@@ -304,7 +304,7 @@ func takeTokens(lim *rate.Limiter, now time.Time, n int) {
 }
 
 // count adds the answer to the key's counters.
-func (ks *keyState) count(resp *http.Response, h hint) {
+func (ks *keyState) count(resp *http.Response, h *hint) {
 	switch {
 	case h.throttled():
 		ks.troubled().stats.Throttled++

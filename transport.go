@@ -216,10 +216,10 @@ func (r *request) do() (*http.Response, error) {
 		if r.t.cfg.events != nil {
 			r.admitted(attempt, tk)
 		}
-		resp, err := r.t.send(r.ks, tk, send)
+		resp, err := r.t.send(r.ks, &tk, send)
 		inHand = resp
 		var o outcome // (large: judged in place, passed on by pointer)
-		r.judge(&o, tk, attempt, resp, err)
+		r.judge(&o, &tk, attempt, resp, err)
 		if !o.retryable {
 			if err != nil && attempt > 1 {
 				err = fmt.Errorf("throttle: key %q: after %d attempts: %w", r.ks.name(), attempt, err)
@@ -269,7 +269,7 @@ func (o *outcome) held() bool { return !o.ls.held.Before(o.now.Add(o.delay)) }
 // charge by WithCost's figure, gives back the attempt's in-flight slot (or
 // ties it to the body), lets go of the key if the answer is the last, and
 // tells the events. It locks the key once.
-func (r *request) judge(o *outcome, tk ticket, attempt int, resp *http.Response, err error) {
+func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response, err error) {
 	var fig figure
 	if resp != nil && r.t.cfg.cost != nil {
 		fig = r.t.serverCost(resp) // user code: a panic waits until the key is in order
@@ -281,7 +281,9 @@ func (r *request) judge(o *outcome, tk ticket, attempt int, resp *http.Response,
 	} else {
 		o.now = answeredAt(tk.sent)
 	}
-	o.h = readHint(resp, err != nil && r.ctx.Err() == nil && retryableErr(err), o.now)
+	if resp == nil || resp.StatusCode >= 400 { // a status below carries no signal (see readHint)
+		o.h = readHint(resp, err != nil && r.ctx.Err() == nil && retryableErr(err), o.now)
+	}
 	if !o.h.read && wants {
 		o.h.quota, o.h.hasQ = ParseQuota(resp.Header, o.now)
 		o.h.read = true
@@ -296,9 +298,9 @@ func (r *request) judge(o *outcome, tk ticket, attempt int, resp *http.Response,
 	}
 	ks := r.ks
 	ks.mu.Lock()
-	o.ls = r.t.learn(ks, tk, resp, o.h, o.delay, o.now)
+	o.ls = r.t.learn(ks, tk, resp, &o.h, o.delay, o.now)
 	if fig.ok {
-		o.cost = r.t.correct(ks, tk, fig.n, o.now)
+		o.cost = r.t.correct(ks, *tk, fig.n, o.now)
 	}
 	tied := tk.slot && holdsSlot(resp)
 	if tk.slot && !tied {
@@ -371,12 +373,12 @@ func (r *request) backOff(o *outcome) error {
 // send passes an admitted attempt to the base RoundTripper. Should the base
 // panic, the key is left in order (nothing on the wire, the slot and the
 // probe given back) before the panic goes on to the caller.
-func (t *Transport) send(ks *keyState, tk ticket, req *http.Request) (*http.Response, error) {
+func (t *Transport) send(ks *keyState, tk *ticket, req *http.Request) (*http.Response, error) {
 	defer func() {
 		if p := recover(); p != nil {
 			now := time.Now()
 			ks.mu.Lock()
-			t.learn(ks, tk, nil, hint{}, 0, now)
+			t.learn(ks, tk, nil, &hint{}, 0, now)
 			if tk.slot {
 				ks.slots--
 			}
