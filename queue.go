@@ -162,7 +162,9 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, pl place, attempt i
 			return tk, nil // no wait for a limit: waited stays 0
 		}
 	}
-	return t.wait(ctx, ks, pl, attempt, last, now)
+	// A wait reads the wall clock: its times are compared with the
+	// context's deadline and shown in errors (see Transport.now).
+	return t.wait(ctx, ks, pl, attempt, last, time.Now())
 }
 
 // wait is admit for an attempt that must wait, or fail: it joins the line,

@@ -80,6 +80,18 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 // since is now as an offset from the transport's epoch (monotonic).
 func (t *Transport) since(now time.Time) time.Duration { return now.Sub(t.epoch) }
 
+// now is an admission's time, read from the monotonic clock alone: the
+// epoch plus the time since, about half the cost of time.Now, which reads
+// the wall clock too. Such an instant is only compared with and subtracted
+// from others of the Transport, which Go does on their monotonic readings;
+// its wall reading is the epoch's plus the time elapsed, off from the
+// system's by any step of the wall clock or sleep of the machine since New.
+// So nothing shown to a user (an error's or an event's Until), compared with
+// a time from elsewhere (a context's deadline, a date in a header) or given
+// to a Store is made from it: an attempt that must wait, and an answer
+// other than a plain one (see judge), read time.Now.
+func (t *Transport) now() time.Time { return t.epoch.Add(time.Since(t.epoch)) }
+
 // Close makes every request waiting for its turn, and every later one, fail
 // with ErrClosed. Requests already on the wire are not cut. No goroutine of
 // the Transport outlives Close. It always returns nil.
@@ -106,7 +118,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, errors.New("throttle: nil Request.URL")
 	}
-	now := time.Now() // the request's start, and when its first attempt is admitted
+	now := t.now() // the request's start, and when its first attempt is admitted
 	host := defaultKey(req)
 	pol := t.cfg.policyFor(req.URL.Scheme, host, hostName(req, host))
 	ro, _, err := requestOptions(req.Context())
@@ -202,7 +214,7 @@ func (r *request) do() (*http.Response, error) {
 		var last time.Time // a retry must be admitted by MaxElapsed
 		if attempt > 1 {
 			last = r.start.Add(r.t.cfg.retry.MaxElapsed)
-			now = time.Now()
+			now = r.t.now()
 			r.ks.mu.Lock() // (the first attempt's was taken by acquire)
 		}
 		tk, err := r.t.admit(r.ctx, r.ks, place{seq: r.seq, prio: r.prio, arrived: r.start, cost: r.cost}, attempt, last, now)
@@ -276,10 +288,12 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	}
 	o.cost = int(tk.cost)
 	wants := resp != nil && r.ks.wantsQuota(tk.adm)
-	if wants || resp != nil && resp.StatusCode >= 400 {
-		o.now = time.Now() // the wall clock too: its headers may hold a date
-	} else {
+	if resp != nil && resp.StatusCode < 400 && !wants && !r.asksUser() {
+		// A plain answer: its time goes no further than the key's
+		// arithmetic (no signal, so no pause; not retried).
 		o.now = answeredAt(tk.sent)
+	} else {
+		o.now = time.Now() // the wall clock too: its headers may hold a date, a retry is compared with the deadline
 	}
 	if resp == nil || resp.StatusCode >= 400 { // a status below carries no signal (see readHint)
 		o.h = readHint(resp, err != nil && r.ctx.Err() == nil && retryableErr(err), o.now)
@@ -334,11 +348,8 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	}
 }
 
-// answeredAt is time.Now for an answer to an attempt admitted at sent (a
-// reading of time.Now), from the monotonic clock alone: sent plus the time
-// since, at about half the cost of reading both clocks. Its wall reading is
-// off from time.Now's only if the wall clock was set during the round trip;
-// answers whose headers may hold a date read time.Now.
+// answeredAt is the time of an answer to an attempt admitted at sent, from
+// the monotonic clock alone: sent plus the time since (see Transport.now).
 func answeredAt(sent time.Time) time.Time { return sent.Add(time.Since(sent)) }
 
 // asksUser reports whether Retry.ShouldRetry decides whether the request's
