@@ -152,8 +152,8 @@ func (ks *keyState) heldUntil(now time.Time, mono time.Duration, cost int) (time
 	if ks.pol.MaxInFlight > 0 && int(ks.slots) >= ks.pol.MaxInFlight {
 		return never, holder{limit: LimitInFlight}
 	}
-	if until := ks.pausedUntil(); until.After(at) {
-		at, h = until, holder{limit: LimitPause}
+	if tr := ks.tr; tr != nil && tr.pauseUntil.After(at) {
+		at, h = tr.pauseUntil, holder{limit: LimitPause}
 	}
 	if m := ks.mirror(); m != nil {
 		next := m.lowerBound(mono, ks.admitted, int(ks.outUnits), 0, cost)
@@ -171,6 +171,9 @@ func (ks *keyState) heldUntil(now time.Time, mono time.Duration, cost int) (time
 		next := w.nextAt(mono, 0, cost, false)
 		if next == holdsForAnswer {
 			return never, holder{LimitWindow, *w.Window}
+		}
+		if next <= mono {
+			continue // free now: at is not before now
 		}
 		if wt := now.Add(next - mono); wt.After(at) {
 			at, h = wt, holder{LimitWindow, *w.Window}

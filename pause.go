@@ -174,8 +174,8 @@ func (t *Transport) learn(ks *keyState, tk *ticket, resp *http.Response, h *hint
 	if r, moved := ks.paceNews(); moved {
 		ls.pace, ls.paceWhy = r, "learned from 429s"
 	}
-	if until := ks.pausedUntil(); until.After(now) {
-		ls.held = until
+	if tr := ks.tr; tr != nil && tr.pauseUntil.After(now) {
+		ls.held = tr.pauseUntil
 	}
 	ks.wakeHead()
 	return ls
