@@ -117,10 +117,14 @@ func WithEvents(fn func(Event)) Option {
 	})
 }
 
-// policyFor returns the policy of a request to host (lower-cased
-// "name[:port]", the port left out when it is the scheme's default) whose
-// hostname is name.
-func (c *config) policyFor(scheme, host, name string) *policy {
+// policyFor returns the policy of req, a request to host (lower-cased
+// "name[:port]", the port left out when it is the scheme's default: see
+// defaultKey).
+func (c *config) policyFor(req *http.Request, host string) *policy {
+	if len(c.exact) == 0 && len(c.wildcard) == 0 {
+		return c.def.cur.Load() // no WithHostPolicy (New fixes the patterns)
+	}
+	scheme, name := req.URL.Scheme, hostName(req, host)
 	if s, ok := c.exact[host]; ok {
 		return s.cur.Load()
 	}

@@ -120,7 +120,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	now := t.now() // the request's start, and when its first attempt is admitted
 	host := defaultKey(req)
-	pol := t.cfg.policyFor(req.URL.Scheme, host, hostName(req, host))
+	pol := t.cfg.policyFor(req, host)
 	ro, _, err := requestOptions(req.Context())
 	if err != nil {
 		closeBody(req)
