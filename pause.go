@@ -118,7 +118,9 @@ func (t *Transport) learn(ks *keyState, tk *ticket, resp *http.Response, h *hint
 	ok := resp != nil && h.signal == signalNone && resp.StatusCode < http.StatusInternalServerError
 	failed := h.signal == signalUnavailable
 	outage := (resp != nil || failed) && ks.health.record(mono, failed, h.throttled() && !ks.stale(*tk))
-	ks.count(resp, h)
+	if h.signal != signalNone {
+		ks.count(resp, h) // (a 503 is a signal too)
+	}
 	if tk.probe {
 		ks.endProbe(*tk, ok, now, at)
 	}
@@ -140,9 +142,11 @@ func (t *Transport) learn(ks *keyState, tk *ticket, resp *http.Response, h *hint
 	}
 	if ok {
 		ks.accept(*tk)
-		ks.climb(now, at)
-		if !tk.probe {
-			ks.widenRamp()
+		if ks.tr != nil { // a key never in trouble has nothing to raise, no ramp
+			ks.climb(now, at)
+			if !tk.probe {
+				ks.widenRamp()
+			}
 		}
 	}
 	if tr := ks.tr; tr != nil && tr.ramp > ks.waiting+ks.sending {
@@ -171,8 +175,10 @@ func (t *Transport) learn(ks *keyState, tk *ticket, resp *http.Response, h *hint
 		}
 		ls.outage = ks.health.outage
 	}
-	if r, moved := ks.paceNews(); moved {
-		ls.pace, ls.paceWhy = r, "learned from 429s"
+	if ks.tr != nil {
+		if r, moved := ks.paceNews(); moved {
+			ls.pace, ls.paceWhy = r, "learned from 429s"
+		}
 	}
 	if tr := ks.tr; tr != nil && tr.pauseUntil.After(now) {
 		ls.held = tr.pauseUntil
