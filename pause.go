@@ -107,9 +107,9 @@ type lesson struct {
 // absence), the probe it ends, and a pause of the given length if the answer
 // is a quota signal, or if it tips the key into an outage or fails during
 // one (then as long as its Retry-After, if it has one). The head of the
-// line is woken to recompute. ks.mu must be held.
-func (t *Transport) learn(ks *keyState, tk *ticket, resp *http.Response, h *hint, pause time.Duration, now time.Time) (ls lesson) {
-	mono := t.since(now)
+// line is woken to recompute. It is called at now (mono from the epoch),
+// with ks.mu held.
+func (t *Transport) learn(ks *keyState, tk *ticket, resp *http.Response, h *hint, pause time.Duration, now time.Time, mono time.Duration) (ls lesson) {
 	now, at := ks.clock(now, mono)
 	ks.sending--
 	ks.outUnits -= int64(tk.cost)

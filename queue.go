@@ -132,15 +132,15 @@ type ticket struct {
 // window and an in-flight slot must all admit it at once. It is the one
 // place where requests wait for their turn. An error is a *WaitError.
 //
-// It is called at now, with ks.mu held, and returns with it released. An
-// attempt that finds its turn come goes at once, at now (or at the latest
-// time the key's pacer was used, if later: see keyState.clock); the others
-// wait in the line.
+// It is called at now (mono from the epoch), with ks.mu held, and returns
+// with it released. An attempt that finds its turn come goes at once, at
+// now (or at the latest time the key's pacer was used, if later: see
+// keyState.clock); the others wait in the line.
 //
 // A retry must also be admitted by last, the end of Retry.MaxElapsed (zero:
 // no such bound): one whose turn is known to come later fails at once, one
 // still waiting then fails then, with ErrMaxElapsed.
-func (t *Transport) admit(ctx context.Context, ks *keyState, pl place, attempt int, last, now time.Time) (tk ticket, err error) {
+func (t *Transport) admit(ctx context.Context, ks *keyState, pl place, attempt int, last, now time.Time, mono time.Duration) (tk ticket, err error) {
 	if err := ctx.Err(); err != nil {
 		ks.mu.Unlock()
 		return tk, &WaitError{Key: ks.name(), Attempt: attempt, Err: err}
@@ -152,7 +152,7 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, pl place, attempt i
 			return tk, &WaitError{Key: ks.name(), Attempt: attempt, Limit: h.limit, Window: h.win, Err: err}
 		}
 	}
-	now, mono := ks.clock(now, t.since(now))
+	now, mono = ks.clock(now, mono)
 	if ks.head == nil && !t.closed.Load() && !t.shares(ks) {
 		// The pacer last: AllowN takes its tokens only if it has them, as
 		// readyAt and take would, under one lock of the limiter.

@@ -90,7 +90,12 @@ func (t *Transport) since(now time.Time) time.Duration { return now.Sub(t.epoch)
 // a time from elsewhere (a context's deadline, a date in a header) or given
 // to a Store is made from it: an attempt that must wait, and an answer
 // other than a plain one (see judge), read time.Now.
-func (t *Transport) now() time.Time { return t.epoch.Add(time.Since(t.epoch)) }
+//
+// It returns the instant and its offset from the epoch.
+func (t *Transport) now() (time.Time, time.Duration) {
+	mono := time.Since(t.epoch)
+	return t.epoch.Add(mono), mono
+}
 
 // Close makes every request waiting for its turn, and every later one, fail
 // with ErrClosed. Requests already on the wire are not cut. No goroutine of
@@ -118,7 +123,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, errors.New("throttle: nil Request.URL")
 	}
-	now := t.now() // the request's start, and when its first attempt is admitted
+	now, mono := t.now() // the request's start, and when its first attempt is admitted
 	host := defaultKey(req)
 	pol := t.cfg.policyFor(req, host)
 	ro, _, err := requestOptions(req.Context())
@@ -133,7 +138,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case t.cfg.key != nil:
 		key = t.userKey(req)
 	}
-	r := request{t: t, req: req, ctx: req.Context(), start: now, held: true, noRetry: ro.noRetry, prio: ro.prio, cost: max(ro.cost, 1)}
+	r := request{t: t, req: req, ctx: req.Context(), start: now, mono: mono, held: true, noRetry: ro.noRetry, prio: ro.prio, cost: max(ro.cost, 1)}
 	r.ks, r.seq = t.acquire(pol, key, req) // locked: the first attempt's admission goes on
 	defer func() {                         // deferred, so that a panicking base does not pin the key
 		if r.held {
@@ -179,6 +184,7 @@ type request struct {
 	ctx    context.Context
 	seq    uint64 // its place among the key's arrivals
 	start  time.Time
+	mono   time.Duration // start, from the epoch
 	waited time.Duration
 	held   bool                        // it holds a reference to ks (see release)
 	bo     *backoff.ExponentialBackOff // made at the first backoff
@@ -209,15 +215,15 @@ func (r *request) do() (*http.Response, error) {
 			panic(p)
 		}
 	}()
-	send, now := r.req, r.start
+	send, now, mono := r.req, r.start, r.mono
 	for attempt := 1; ; attempt++ {
 		var last time.Time // a retry must be admitted by MaxElapsed
 		if attempt > 1 {
 			last = r.start.Add(r.t.cfg.retry.MaxElapsed)
-			now = r.t.now()
+			now, mono = r.t.now()
 			r.ks.mu.Lock() // (the first attempt's was taken by acquire)
 		}
-		tk, err := r.t.admit(r.ctx, r.ks, place{seq: r.seq, prio: r.prio, arrived: r.start, cost: r.cost}, attempt, last, now)
+		tk, err := r.t.admit(r.ctx, r.ks, place{seq: r.seq, prio: r.prio, arrived: r.start, cost: r.cost}, attempt, last, now, mono)
 		r.waited += tk.waited
 		if err != nil {
 			closeBody(send)
@@ -288,12 +294,14 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	}
 	o.cost = int(tk.cost)
 	wants := resp != nil && r.ks.wantsQuota(tk.adm)
+	var mono time.Duration // o.now from the epoch
 	if resp != nil && resp.StatusCode < 400 && !wants && !r.asksUser() {
 		// A plain answer: its time goes no further than the key's
 		// arithmetic (no signal, so no pause; not retried).
-		o.now = answeredAt(tk.sent)
+		o.now, mono = answeredAt(tk)
 	} else {
 		o.now = time.Now() // the wall clock too: its headers may hold a date, a retry is compared with the deadline
+		mono = r.t.since(o.now)
 	}
 	if resp == nil || resp.StatusCode >= 400 { // a status below carries no signal (see readHint)
 		o.h = readHint(resp, err != nil && r.ctx.Err() == nil && retryableErr(err), o.now)
@@ -312,7 +320,7 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	}
 	ks := r.ks
 	ks.mu.Lock()
-	o.ls = r.t.learn(ks, tk, resp, &o.h, o.delay, o.now)
+	o.ls = r.t.learn(ks, tk, resp, &o.h, o.delay, o.now, mono)
 	if fig.ok {
 		o.cost = r.t.correct(ks, *tk, fig.n, o.now)
 	}
@@ -348,9 +356,13 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	}
 }
 
-// answeredAt is the time of an answer to an attempt admitted at sent, from
-// the monotonic clock alone: sent plus the time since (see Transport.now).
-func answeredAt(sent time.Time) time.Time { return sent.Add(time.Since(sent)) }
+// answeredAt is the time of an answer to the attempt tk, from the monotonic
+// clock alone: its admission's plus the time since (see Transport.now),
+// and that from the epoch.
+func answeredAt(tk *ticket) (time.Time, time.Duration) {
+	d := time.Since(tk.sent)
+	return tk.sent.Add(d), tk.mono + d
+}
 
 // asksUser reports whether Retry.ShouldRetry decides whether the request's
 // answers are retried.
@@ -389,7 +401,7 @@ func (t *Transport) send(ks *keyState, tk *ticket, req *http.Request) (*http.Res
 		if p := recover(); p != nil {
 			now := time.Now()
 			ks.mu.Lock()
-			t.learn(ks, tk, nil, &hint{}, 0, now)
+			t.learn(ks, tk, nil, &hint{}, 0, now, t.since(now))
 			if tk.slot {
 				ks.slots--
 			}
