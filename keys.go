@@ -132,7 +132,7 @@ func (ks *keyState) readyAt(now time.Time, mono time.Duration, cost int) (time.T
 
 // heldUntil is readyAt without the pacer: the earliest time at which every
 // other limit lets the head, of the cost given, go, and the limit that
-// holds it until then.
+// holds it until then: LimitNone only if nothing does, and at is now.
 //
 // A probe, or a ramp that is full, holds the rest only until its answer is
 // overdue (latency.probeWait): then one more may go, so an answer that never

@@ -156,7 +156,7 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, pl place, attempt i
 	if ks.head == nil && !t.closed.Load() && !t.shares(ks) {
 		// The pacer last: AllowN takes its tokens only if it has them, as
 		// readyAt and take would, under one lock of the limiter.
-		if at, _ := ks.heldUntil(now, mono, pl.cost); !at.After(now) && (ks.lim == nil || ks.lim.AllowN(now, pl.cost)) {
+		if _, h := ks.heldUntil(now, mono, pl.cost); h.limit == LimitNone && (ks.lim == nil || ks.lim.AllowN(now, pl.cost)) {
 			tk = ks.enter(now, mono, attempt > 1, pl.cost)
 			ks.mu.Unlock()
 			return tk, nil // no wait for a limit: waited stays 0
