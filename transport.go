@@ -295,14 +295,7 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	o.cost = int(tk.cost)
 	wants := resp != nil && r.ks.wantsQuota(tk.adm)
 	var mono time.Duration // o.now from the epoch
-	if resp != nil && resp.StatusCode < 400 && !wants && !r.asksUser() {
-		// A plain answer: its time goes no further than the key's
-		// arithmetic (no signal, so no pause; not retried).
-		o.now, mono = answeredAt(tk)
-	} else {
-		o.now = time.Now() // the wall clock too: its headers may hold a date, a retry is compared with the deadline
-		mono = r.t.since(o.now)
-	}
+	o.now, mono = r.answeredAt(tk, resp, wants)
 	if resp == nil || resp.StatusCode >= 400 { // a status below carries no signal (see readHint)
 		o.h = readHint(resp, err != nil && r.ctx.Err() == nil && retryableErr(err), o.now)
 	}
@@ -356,12 +349,20 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	}
 }
 
-// answeredAt is the time of an answer to the attempt tk, from the monotonic
-// clock alone: its admission's plus the time since (see Transport.now),
-// and that from the epoch.
-func answeredAt(tk *ticket) (time.Time, time.Duration) {
-	d := time.Since(tk.sent)
-	return tk.sent.Add(d), tk.mono + d
+// answeredAt is the time of the answer resp (nil: an error) to the attempt
+// tk, and that from the epoch. A plain answer's is read from the monotonic
+// clock alone, as its admission's plus the time since (see Transport.now):
+// it goes no further than the key's arithmetic (no signal, so no pause; not
+// retried). Any other answer reads time.Now: its headers may hold a date
+// (wants: its quota headers are read), a retry is compared with the
+// context's deadline.
+func (r *request) answeredAt(tk *ticket, resp *http.Response, wants bool) (time.Time, time.Duration) {
+	if resp != nil && resp.StatusCode < 400 && !wants && !r.asksUser() {
+		d := time.Since(tk.sent)
+		return tk.sent.Add(d), tk.mono + d
+	}
+	now := time.Now()
+	return now, r.t.since(now)
 }
 
 // asksUser reports whether Retry.ShouldRetry decides whether the request's
