@@ -398,7 +398,11 @@ func (r *request) backOff(o *outcome) error {
 // panic, the key is left in order (nothing on the wire, the slot and the
 // probe given back) before the panic goes on to the caller.
 func (t *Transport) send(ks *keyState, tk *ticket, req *http.Request) (*http.Response, error) {
+	sent := false
 	defer func() {
+		if sent {
+			return // (no recover to call)
+		}
 		if p := recover(); p != nil {
 			now := time.Now()
 			ks.mu.Lock()
@@ -411,6 +415,7 @@ func (t *Transport) send(ks *keyState, tk *ticket, req *http.Request) (*http.Res
 		}
 	}()
 	resp, err := t.base.RoundTrip(req)
+	sent = true
 	if resp == nil && err == nil {
 		err = errors.New("throttle: the base RoundTripper returned neither a response nor an error")
 	}
