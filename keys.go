@@ -420,15 +420,31 @@ func defaultKey(req *http.Request) string {
 	if host == "" {
 		host = req.Host
 	}
-	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
-		switch port := host[i+1:]; {
+	// One pass from the end: the last colon is the port's unless a ']'
+	// follows it (an IPv6 literal without a port).
+	colon, bracket, upper := -1, false, false
+	for i := len(host) - 1; i >= 0; i-- {
+		switch c := host[i]; {
+		case 'A' <= c && c <= 'Z':
+			upper = true
+		case c == ']' && colon < 0:
+			bracket = true
+		case c == ':' && colon < 0:
+			colon = i
+		}
+	}
+	if colon >= 0 && !bracket {
+		switch port := host[colon+1:]; {
 		case port == "",
 			port == "443" && req.URL.Scheme == "https",
 			port == "80" && req.URL.Scheme == "http":
-			host = host[:i]
+			host = host[:colon]
 		}
 	}
-	return lower(host)
+	if upper {
+		return strings.ToLower(host)
+	}
+	return host
 }
 
 // hostName is the request's hostname, lower-cased, as policyFor needs it;

@@ -1,0 +1,34 @@
+package throttle
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+)
+
+// defaultKey's one pass keeps what the key always was: the host
+// lower-cased, the port dropped only when it is the scheme's default, an
+// IPv6 literal kept whole.
+func TestDefaultKey(t *testing.T) {
+	for _, c := range []struct{ url, host, want string }{
+		{"https://api.example.com/x", "", "api.example.com"},
+		{"https://API.Example.COM:443/x", "", "api.example.com"},
+		{"http://api.example.com:80/x", "", "api.example.com"},
+		{"https://api.example.com:80/x", "", "api.example.com:80"},
+		{"http://api.example.com:8080/x", "", "api.example.com:8080"},
+		{"http://h:/x", "", "h"},
+		{"http://[::1]/x", "", "[::1]"},
+		{"http://[::1]:80/x", "", "[::1]"},
+		{"http://[FE80::1]:8080/x", "", "[fe80::1]:8080"},
+		{"/relative", "Example.com:443", "example.com:443"}, // no scheme: no default port
+		{"/relative", "Example.com", "example.com"},
+	} {
+		u, err := url.Parse(c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := defaultKey(&http.Request{URL: u, Host: c.host}); got != c.want {
+			t.Errorf("defaultKey(%q, Host %q) = %q, want %q", c.url, c.host, got, c.want)
+		}
+	}
+}
