@@ -19,7 +19,7 @@ func TestLearnNeverMovesTheLimiterClockBack(t *testing.T) {
 	stale := t1.Add(-100 * time.Millisecond)  // the answer was read 100ms before learn got the lock
 	tk := ks.take(t1, tr.since(t1), false, 1) // meanwhile another request took the token at t1
 	ks.sending++
-	tr.learn(ks, &ticket{adm: tk.adm, cost: tk.cost, sent: stale}, &http.Response{StatusCode: http.StatusOK}, &hint{}, 0, stale, tr.since(stale)) // a quiet spell: the rate is raised
+	tr.learn(&lesson{}, ks, &ticket{adm: tk.adm, cost: tk.cost, sent: stale, mono: tr.since(stale)}, &http.Response{StatusCode: http.StatusOK}, &hint{}, 0, stale, tr.since(stale)) // a quiet spell: the rate is raised
 	at, _ := ks.readyAt(t1, tr.since(t1), 1)
 	if want := time.Duration(float64(time.Second) / float64(ks.lim.Limit())); at.Sub(t1) < want-time.Millisecond {
 		t.Fatalf("next token %v after the last one taken, want %v at %v/s", at.Sub(t1), want, ks.lim.Limit())

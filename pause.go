@@ -107,13 +107,13 @@ type lesson struct {
 // absence), the probe it ends, and a pause of the given length if the answer
 // is a quota signal, or if it tips the key into an outage or fails during
 // one (then as long as its Retry-After, if it has one). The head of the
-// line is woken to recompute. It is called at now (mono from the epoch),
-// with ks.mu held.
-func (t *Transport) learn(ks *keyState, tk *ticket, resp *http.Response, h *hint, pause time.Duration, now time.Time, mono time.Duration) (ls lesson) {
+// line is woken to recompute; what it teaches is reported in *ls, which
+// must be zero. It is called at now (mono from the epoch), with ks.mu held.
+func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Response, h *hint, pause time.Duration, now time.Time, mono time.Duration) {
 	now, at := ks.clock(now, mono)
 	ks.sending--
 	ks.outUnits -= int64(tk.cost)
-	ks.answered(tk, resp != nil, now, mono)
+	ks.answered(tk, resp != nil, now, mono, at-tk.mono)
 	// ok: the server took the request (a 5xx says nothing about the pace).
 	ok := resp != nil && h.signal == signalNone && resp.StatusCode < http.StatusInternalServerError
 	failed := h.signal == signalUnavailable
@@ -155,7 +155,7 @@ func (t *Transport) learn(ks *keyState, tk *ticket, resp *http.Response, h *hint
 	switch {
 	case h.throttled():
 		pace, why, was := ls.pace, ls.paceWhy, ks.pace()
-		ls = ks.refused(*tk, *h, pause, now, at)
+		*ls = ks.refused(*tk, *h, pause, now, at)
 		ls.pace, ls.paceWhy = pace, why
 		if p := ks.pace(); p < was && !ks.learned() {
 			ls.cut = p
@@ -167,7 +167,7 @@ func (t *Transport) learn(ks *keyState, tk *ticket, resp *http.Response, h *hint
 			pause = h.wait
 		}
 		pace, why := ls.pace, ls.paceWhy
-		ls = ks.pause(*h, pause, now)
+		*ls = ks.pause(*h, pause, now)
 		ls.pace, ls.paceWhy = pace, why
 		if !ls.until.IsZero() && !ks.health.outage {
 			ks.health.outage = true
@@ -184,7 +184,6 @@ func (t *Transport) learn(ks *keyState, tk *ticket, resp *http.Response, h *hint
 		ls.held = tr.pauseUntil
 	}
 	ks.wakeHead()
-	return ls
 }
 
 // pace is the key's pacer's rate now; 0 without one. Only trouble moves a
@@ -268,16 +267,16 @@ func (ks *keyState) clock(now time.Time, mono time.Duration) (time.Time, time.Du
 	return now, mono
 }
 
-// answered closes the attempt's window entries at now, and learns its round
-// trip when it got a response.
-func (ks *keyState) answered(tk *ticket, response bool, now time.Time, mono time.Duration) {
+// answered closes the attempt's window entries at now (mono from the
+// epoch), and learns its round trip, rtt, when it got a response.
+func (ks *keyState) answered(tk *ticket, response bool, now time.Time, mono, rtt time.Duration) {
 	for i := range ks.wins {
 		ks.wins[i].answered(tk.adm, int(tk.cost), mono)
 	}
 	if !response {
 		return
 	}
-	ks.lat.observe(now.Sub(tk.sent))
+	ks.lat.observe(rtt)
 	if ks.lim == nil || ks.pol.Queue > 0 || ks.learned() {
 		return
 	}

@@ -140,7 +140,7 @@ type ticket struct {
 // A retry must also be admitted by last, the end of Retry.MaxElapsed (zero:
 // no such bound): one whose turn is known to come later fails at once, one
 // still waiting then fails then, with ErrMaxElapsed.
-func (t *Transport) admit(ctx context.Context, ks *keyState, pl place, attempt int, last, now time.Time, mono time.Duration) (tk ticket, err error) {
+func (t *Transport) admit(ctx context.Context, ks *keyState, pl *place, attempt int, last, now time.Time, mono time.Duration) (tk ticket, err error) {
 	if err := ctx.Err(); err != nil {
 		ks.mu.Unlock()
 		return tk, &WaitError{Key: ks.name(), Attempt: attempt, Err: err}
@@ -169,7 +169,7 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, pl place, attempt i
 
 // wait is admit for an attempt that must wait, or fail: it joins the line,
 // at now, with ks.mu held, and leaves it admitted or refused.
-func (t *Transport) wait(ctx context.Context, ks *keyState, pl place, attempt int, last, now time.Time) (tk ticket, err error) {
+func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt int, last, now time.Time) (tk ticket, err error) {
 	start, retry := now, attempt > 1
 	fail := func(h holder, until time.Time, err error) error {
 		return &WaitError{Key: ks.name(), Attempt: attempt, Limit: h.limit, Window: h.win, Until: until, Err: err}
@@ -184,7 +184,7 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl place, attempt in
 		ks.mu.Unlock()
 		return tk, fail(holder{limit: LimitQueue}, time.Time{}, ErrQueueFull)
 	}
-	w := &waiter{place: pl, wake: make(chan struct{}, 1)}
+	w := &waiter{place: *pl, wake: make(chan struct{}, 1)}
 	ahead := ks.insert(w, now)
 	// Refuse at once a wait that is known to end too late.
 	if werr := t.refuse(ks, now, ahead, pl.cost, deadline, hasDeadline, last, fail); werr != nil {

@@ -138,7 +138,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case t.cfg.key != nil:
 		key = t.userKey(req)
 	}
-	r := request{t: t, req: req, ctx: req.Context(), start: now, mono: mono, held: true, noRetry: ro.noRetry, prio: ro.prio, cost: max(ro.cost, 1)}
+	r := request{place: place{prio: ro.prio, arrived: now, cost: max(ro.cost, 1)},
+		t: t, req: req, ctx: req.Context(), mono: mono, held: true, noRetry: ro.noRetry}
 	r.ks, r.seq = t.acquire(pol, key, req) // locked: the first attempt's admission goes on
 	defer func() {                         // deferred, so that a panicking base does not pin the key
 		if r.held {
@@ -178,13 +179,12 @@ func (t *Transport) userKey(req *http.Request) string {
 
 // request is one RoundTrip on its way through attempts.
 type request struct {
+	place  // its place in the key's line: its arrival (when: its start), Priority and Cost
 	t      *Transport
 	ks     *keyState
 	req    *http.Request
 	ctx    context.Context
-	seq    uint64 // its place among the key's arrivals
-	start  time.Time
-	mono   time.Duration // start, from the epoch
+	mono   time.Duration // its start, from the epoch
 	waited time.Duration
 	held   bool                        // it holds a reference to ks (see release)
 	bo     *backoff.ExponentialBackOff // made at the first backoff
@@ -192,8 +192,6 @@ type request struct {
 	shown  string                      // the URL as events show it, once an event needs it
 
 	noRetry bool // the request's NoRetry option
-	prio    int  // its Priority
-	cost    int  // and its Cost (1 without one)
 }
 
 func (r *request) do() (*http.Response, error) {
@@ -215,15 +213,15 @@ func (r *request) do() (*http.Response, error) {
 			panic(p)
 		}
 	}()
-	send, now, mono := r.req, r.start, r.mono
+	send, now, mono := r.req, r.arrived, r.mono
 	for attempt := 1; ; attempt++ {
 		var last time.Time // a retry must be admitted by MaxElapsed
 		if attempt > 1 {
-			last = r.start.Add(r.t.cfg.retry.MaxElapsed)
+			last = r.arrived.Add(r.t.cfg.retry.MaxElapsed)
 			now, mono = r.t.now()
 			r.ks.mu.Lock() // (the first attempt's was taken by acquire)
 		}
-		tk, err := r.t.admit(r.ctx, r.ks, place{seq: r.seq, prio: r.prio, arrived: r.start, cost: r.cost}, attempt, last, now, mono)
+		tk, err := r.t.admit(r.ctx, r.ks, &r.place, attempt, last, now, mono)
 		r.waited += tk.waited
 		if err != nil {
 			closeBody(send)
@@ -313,7 +311,7 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	}
 	ks := r.ks
 	ks.mu.Lock()
-	o.ls = r.t.learn(ks, tk, resp, &o.h, o.delay, o.now, mono)
+	r.t.learn(&o.ls, ks, tk, resp, &o.h, o.delay, o.now, mono)
 	if fig.ok {
 		o.cost = r.t.correct(ks, *tk, fig.n, o.now)
 	}
@@ -406,7 +404,7 @@ func (t *Transport) send(ks *keyState, tk *ticket, req *http.Request) (*http.Res
 		if p := recover(); p != nil {
 			now := time.Now()
 			ks.mu.Lock()
-			t.learn(ks, tk, nil, &hint{}, 0, now, t.since(now))
+			t.learn(&lesson{}, ks, tk, nil, &hint{}, 0, now, t.since(now))
 			if tk.slot {
 				ks.slots--
 			}
@@ -452,7 +450,7 @@ func (r *request) next(attempt int, o *outcome) (*http.Request, string) {
 	switch in := at.Sub(now).Round(time.Millisecond); {
 	case hasDeadline && at.After(deadline):
 		return nil, fmt.Sprintf("a retry in %v would pass the context's deadline", in)
-	case at.Sub(r.start) > cfg.MaxElapsed:
+	case at.Sub(r.arrived) > cfg.MaxElapsed:
 		return nil, fmt.Sprintf("a retry in %v would pass MaxElapsed %v", in, cfg.MaxElapsed)
 	case !h.throttled() && !r.spend(now):
 		return nil, "the key's retry budget is spent"
