@@ -213,7 +213,7 @@ func (r *request) refused(attempt int, err error) {
 
 // told tells an attempt's answer, and what it taught: a quota signal, the
 // pace, a pause.
-func (r *request) told(attempt int, resp *http.Response, err error, o outcome) {
+func (r *request) told(attempt int, resp *http.Response, err error, o *outcome) {
 	r.emit(Event{Kind: EventAnswered, Attempt: attempt, Status: status(resp), Err: err})
 	if o.h.throttled() {
 		r.emit(Event{Kind: EventThrottled, Attempt: attempt, Status: resp.StatusCode})
