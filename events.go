@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -146,14 +147,52 @@ func (e Event) LogValue() slog.Value {
 // says of its request. Callers check that there is one first, so that no
 // event is made without one.
 func (r *request) emit(e Event) {
-	if r.shown == "" {
-		r.shown = shownURL(r.req.URL)
-	}
-	e.Key, e.Method, e.URL, e.Context = r.ks.name(), r.req.Method, r.shown, r.ctx
+	e.Key, e.Method, e.URL, e.Context = r.ks.name(), r.req.Method, r.url(), r.ctx
 	if e.Method == "" {
 		e.Method = http.MethodGet // as net/http reads an empty one
 	}
 	r.t.cfg.events(e)
+}
+
+// url is the request's URL as events show it (see shownURL), made when an
+// event first needs it, unless the key's last one (keyState.lastURL, read as
+// the request began) is the same: a key whose requests go to one URL (one
+// endpoint, or one path with different queries) makes it once, not once
+// per request.
+func (r *request) url() string {
+	if r.shown == "" {
+		if isShownURL(r.lastURL, r.req.URL) {
+			r.shown = r.lastURL
+		} else {
+			r.shown = shownURL(r.req.URL)
+		}
+	}
+	return r.shown
+}
+
+// isShownURL reports whether s is shownURL(u), without making it. It may
+// say no to a URL of shownURL's slow form.
+func isShownURL(s string, u *url.URL) bool {
+	if s == "" || u.Opaque != "" || u.Scheme == "" || !plainHost(u.Host) {
+		return false
+	}
+	rest, ok := strings.CutPrefix(s, u.Scheme)
+	if !ok {
+		return false
+	}
+	if rest, ok = strings.CutPrefix(rest, "://"); !ok {
+		return false
+	}
+	if rest, ok = strings.CutPrefix(rest, u.Host); !ok {
+		return false
+	}
+	p := u.EscapedPath()
+	if p != "" && p[0] != '/' {
+		if rest, ok = strings.CutPrefix(rest, "/"); !ok {
+			return false
+		}
+	}
+	return rest == p
 }
 
 // shownURL is u as events show it: without user info, query or fragment,

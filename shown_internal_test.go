@@ -23,3 +23,36 @@ func FuzzShownURL(f *testing.F) {
 		}
 	})
 }
+
+// isShownURL says yes to shownURL's own answer for a URL of its quick form,
+// and to no other string: a request can take the key's last URL only if it
+// is its own.
+func FuzzIsShownURL(f *testing.F) {
+	for _, pair := range [][2]string{
+		{"https://API.example.com/v1/items?page=2", "https://API.example.com/v1/items?page=3"},
+		{"https://api.example.com/v1/items", "https://api.example.com/v1/items/2"},
+		{"http://h", "http://h/"}, {"http://h/a%2fb", "http://h/a/b"}, {"http://h/a b", "http://h/a%20b"},
+		{"https://h:443/x", "https://h/x"}, {"http://[::1]:80/x", "http://[::1]:8/0/x"}, {"mailto:x@y", "mailto:x@y"},
+		{"http://a.b/c", "http://a/.b/c"}, {"HTTP://h//x", "http://h//x"}, {"/relative", "/relative"},
+	} {
+		f.Add(pair[0], pair[1])
+	}
+	f.Fuzz(func(t *testing.T, raw, other string) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return
+		}
+		own := shownURL(u)
+		if quick := u.Opaque == "" && u.Scheme != "" && plainHost(u.Host); quick && !isShownURL(own, u) {
+			t.Errorf("%q: not its own %q", raw, own)
+		}
+		if v, err := url.Parse(other); err == nil {
+			if s := shownURL(v); isShownURL(s, u) && s != own {
+				t.Errorf("%q taken for %q, which shows as %q", s, raw, own)
+			}
+		}
+		if isShownURL(other, u) && other != own {
+			t.Errorf("%q taken for %q, which shows as %q", other, raw, own)
+		}
+	})
+}
