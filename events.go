@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -161,52 +160,41 @@ func (r *request) emit(e Event) {
 // per request.
 func (r *request) url() string {
 	if r.shown == "" {
-		if isShownURL(r.lastURL, r.req.URL) {
-			r.shown = r.lastURL
-		} else {
-			r.shown = shownURL(r.req.URL)
-		}
+		r.shown = shownURL(r.req.URL, r.lastURL)
 	}
 	return r.shown
 }
 
-// isShownURL reports whether s is shownURL(u), without making it. It may
-// say no to a URL of shownURL's slow form.
-func isShownURL(s string, u *url.URL) bool {
-	if s == "" || u.Opaque != "" || u.Scheme == "" || !plainHost(u.Host) {
-		return false
-	}
-	rest, ok := strings.CutPrefix(s, u.Scheme)
-	if !ok {
-		return false
-	}
-	if rest, ok = strings.CutPrefix(rest, "://"); !ok {
-		return false
-	}
-	if rest, ok = strings.CutPrefix(rest, u.Host); !ok {
-		return false
-	}
-	p := u.EscapedPath()
-	if p != "" && p[0] != '/' {
-		if rest, ok = strings.CutPrefix(rest, "/"); !ok {
-			return false
-		}
-	}
-	return rest == p
-}
-
 // shownURL is u as events show it: without user info, query or fragment,
-// which may hold credentials ("https://user:pass@host/p?api_key=…").
-func shownURL(u *url.URL) string {
+// which may hold credentials ("https://user:pass@host/p?api_key=…"). It is
+// last, rather than a string of its own, when last says the same.
+func shownURL(u *url.URL, last string) string {
 	if u.Opaque == "" && u.Scheme != "" && plainHost(u.Host) {
+		// What url.URL.String makes of these, in one allocation.
 		p := u.EscapedPath()
-		if p != "" && p[0] != '/' {
+		slash := p != "" && p[0] != '/'
+		if joins(last, u.Scheme, u.Host, slash, p) {
+			return last
+		}
+		if slash {
 			p = "/" + p
 		}
-		return u.Scheme + "://" + u.Host + p // what url.URL.String makes of these, in one allocation
+		return u.Scheme + "://" + u.Host + p
 	}
 	v := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath, Opaque: u.Opaque}
 	return v.String()
+}
+
+// joins reports whether s is scheme://host, then "/" if slash, then path.
+// The path, where the URLs of one key differ most, is compared first.
+func joins(s, scheme, host string, slash bool, path string) bool {
+	n := len(scheme) + len("://") + len(host)
+	if slash {
+		n++
+	}
+	return len(s) == n+len(path) && s[n:] == path && s[:len(scheme)] == scheme &&
+		s[len(scheme):len(scheme)+len("://")] == "://" && s[len(scheme)+len("://"):][:len(host)] == host &&
+		(!slash || s[n-1] == '/')
 }
 
 // plainHost reports whether h is a host url.URL.String writes as it is:
