@@ -84,7 +84,7 @@ func (t *Transport) reserve(ctx context.Context, ks *keyState, w *waiter, p Poli
 			panic(p)
 		}
 	}()
-	return t.cfg.store.Reserve(ctx, ks.key, p, maxWait)
+	return t.cfg.store.Reserve(ctx, ks.key, p, w.cost, maxWait)
 }
 
 // storeNews sends EventStore when the Store goes from shared to alone, or

@@ -53,6 +53,12 @@
 // context. Where a wait is known in advance to end after the context's
 // deadline, the request fails at once with [ErrWouldExceedDeadline].
 //
+// A request the server counts as more than one (a GraphQL query's points, a
+// batch of items) says so with [Cost], given through [With]: each of its
+// attempts is charged that many units of its key's bucket, queue, windows
+// and told quota. [WithCost] reads from the answer what it really cost, and
+// corrects the charge.
+//
 //	client := &http.Client{Transport: throttle.New(http.DefaultTransport,
 //		throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 5}),
 //		throttle.WithHostPolicy("api.github.com", throttle.Policy{Rate: 1.3, Burst: 50,
@@ -89,10 +95,11 @@
 // spared once, so at most about twice the keys in use are live.
 //
 // A live key costs about 330 bytes unpaced, 400 with a token bucket and 480
-// with a window, plus 16 bytes for each request a window still counts. A key
-// that met trouble (a quota signal, a 503, a pause, a retry, a request
-// refused or canceled) also keeps a record of it (its pause, the adaptation
-// of its pace, its rarer counters): about 580 bytes in all when paused.
+// with a window, plus 16 bytes for each request (each unit of a [Cost]) a
+// window still counts. A key that met trouble (a quota signal, a 503, a
+// pause, a retry, a request refused or canceled) also keeps a record of it
+// (its pause, the adaptation of its pace, its rarer counters): about 580
+// bytes in all when paused.
 // These are heap bytes per live key, with 100,000 keys that each sent one
 // request (go1.26, amd64), as measured by
 //

@@ -32,6 +32,14 @@ var (
 	// ErrMaxElapsed: a retry's turn would come after [Retry].MaxElapsed had
 	// passed since the request arrived, so it failed at once.
 	ErrMaxElapsed = errors.New("throttle: retry would pass MaxElapsed")
+
+	// ErrCostTooLarge: the request's [Cost] is more than a limit of its key
+	// can ever admit — more tokens than its bucket holds (Burst less the
+	// token kept in reserve, see Policy.Burst), or more than a Window's N —
+	// so it failed at once, unsent. The [*WaitError] names the limit
+	// (LimitRate or LimitWindow, and the Window), and its message the cost
+	// and what the limit holds.
+	ErrCostTooLarge = errors.New("throttle: cost too large")
 )
 
 type deadlineError struct{}
@@ -111,7 +119,7 @@ type WaitError struct {
 	Limit   Limit     // what held it
 	Window  Window    // with LimitWindow: which window; else zero
 	Until   time.Time // when the limit would have admitted it; zero if unknown
-	Err     error     // ErrQueueFull, ErrClosed, ErrWouldExceedDeadline, ErrPaused, ErrMaxElapsed, ErrStoreUnavailable or the context's error
+	Err     error     // ErrQueueFull, ErrClosed, ErrWouldExceedDeadline, ErrPaused, ErrMaxElapsed, ErrCostTooLarge, ErrStoreUnavailable or the context's error
 }
 
 func (e *WaitError) Error() string {

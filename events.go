@@ -50,7 +50,8 @@ const (
 	// EventRefused: a request ended without being sent (this attempt, or
 	// the retry it waited to make): Event.Err says why, a *WaitError
 	// (ErrQueueFull, ErrWouldExceedDeadline, ErrPaused, ErrClosed,
-	// ErrMaxElapsed, ErrStoreUnavailable, or the context's error), and
+	// ErrMaxElapsed, ErrCostTooLarge, ErrStoreUnavailable, or the
+	// context's error), and
 	// Event.Limit which limit held it.
 	EventRefused
 	// EventAnswered: an attempt sent to the base RoundTripper came back:
@@ -106,6 +107,10 @@ type Event struct {
 	Reason  string          // EventGaveUp: why retrying ended; EventPaused: "quota" or "outage"; EventPace: where the pace comes from
 	Wait    time.Duration   // EventWaited: how long the attempt waited for its turn
 	Limit   Limit           // EventWaited: what it waited for last; EventRefused: what held it
+	// Cost is the units of the key's limits the attempt is charged (see
+	// Cost; 1 without it): EventWaited, EventRefused, and EventAnswered,
+	// where it is what WithCost's figure corrected it to, if there is one.
+	Cost int
 }
 
 // LogValue makes an Event log as a group of its set fields with log/slog.
@@ -138,6 +143,9 @@ func (e Event) LogValue() slog.Value {
 	}
 	if e.Limit != LimitNone {
 		attrs = append(attrs, slog.String("limit", e.Limit.String()))
+	}
+	if e.Cost > 1 {
+		attrs = append(attrs, slog.Int("cost", e.Cost)) // 1, the usual, goes without saying
 	}
 	return slog.GroupValue(attrs...)
 }
@@ -220,7 +228,7 @@ func (r *request) admitted(attempt int, tk ticket) {
 		r.storeNews(tk)
 	}
 	if tk.waited > 0 {
-		r.emit(Event{Kind: EventWaited, Attempt: attempt, Wait: tk.waited, Limit: tk.heldBy})
+		r.emit(Event{Kind: EventWaited, Attempt: attempt, Wait: tk.waited, Limit: tk.heldBy, Cost: r.cost})
 	}
 }
 
@@ -230,7 +238,7 @@ func (r *request) refused(attempt int, err error) {
 	if r.t.cfg.events == nil {
 		return
 	}
-	e := Event{Kind: EventRefused, Attempt: attempt, Err: err}
+	e := Event{Kind: EventRefused, Attempt: attempt, Err: err, Cost: r.cost}
 	var we *WaitError
 	if errors.As(err, &we) {
 		e.Limit, e.Until = we.Limit, we.Until
@@ -241,7 +249,7 @@ func (r *request) refused(attempt int, err error) {
 // told tells an attempt's answer, and what it taught: a quota signal, the
 // pace, a pause.
 func (r *request) told(attempt int, resp *http.Response, err error, o *outcome) {
-	r.emit(Event{Kind: EventAnswered, Attempt: attempt, Status: status(resp), Err: err})
+	r.emit(Event{Kind: EventAnswered, Attempt: attempt, Status: status(resp), Err: err, Cost: o.cost})
 	if o.h.throttled() {
 		r.emit(Event{Kind: EventThrottled, Attempt: attempt, Status: resp.StatusCode})
 	}

@@ -3,10 +3,12 @@ package throttle_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -149,4 +151,58 @@ func ExamplePriority() {
 	wg.Wait()
 	fmt.Println(strings.Join(order, ", "))
 	// Output: batch, user, batch, batch, batch
+}
+
+// A GraphQL API that charges each query its points, as GitHub's does
+// (5,000 points an hour): each query is charged the points estimated
+// before sending, and corrected by what the answer says it cost.
+func ExampleCost() {
+	// A fake API: every query costs 1 point, said in a header.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Query-Cost", "1")
+		_, _ = io.WriteString(w, `{"data":{"viewer":{"login":"octocat"}}}`)
+	}))
+	defer srv.Close()
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+
+	tr := throttle.New(base,
+		throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 5000, Per: time.Hour}}}),
+		throttle.WithCost(throttle.CostHeader("X-Query-Cost")))
+	defer tr.Close()
+	client := &http.Client{Transport: tr}
+	query := func(ctx context.Context, points int) error {
+		ctx = throttle.With(ctx, throttle.Cost(points)) // the estimate
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/graphql",
+			strings.NewReader(`{"query":"{ viewer { login } }"}`))
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+
+	for range 3 {
+		if err := query(context.Background(), 50); err != nil {
+			panic(err)
+		}
+	}
+	fmt.Println("points charged:", tr.Stats().Total.Units) // 1 each, as the server said
+
+	// 3 + 4998 points would pass the hour's 5,000: the query would wait
+	// for the first ones to age out, past its deadline, so it fails at once.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := query(ctx, 4998)
+	fmt.Println(errors.Is(err, throttle.ErrWouldExceedDeadline))
+
+	// More than the window can ever hold.
+	err = query(context.Background(), 6000)
+	fmt.Println(errors.Is(err, throttle.ErrCostTooLarge))
+	// Output:
+	// points charged: 3
+	// true
+	// true
 }

@@ -26,8 +26,9 @@ type keyState struct {
 	limAt      time.Duration // the latest time lim was used at, from the epoch: its clock never goes back
 	wins       []windowLog
 	head, tail *waiter // the line
-	admitted   uint64  // attempts admitted so far: each ticket's number
+	admitted   uint64  // units admitted so far, each attempt its cost (see Cost) and corrections up (see WithCost): a ticket's number is its last unit's
 	arrived    uint64  // requests that acquired the state: each one's place in the line
+	outUnits   int64   // units of the attempts sending
 
 	// Counts of goroutines (int32: a key has fewer than 2^31), packed
 	// with the flags into two words.
@@ -119,12 +120,13 @@ const (
 // never is the readyAt of a wait that only an event can end.
 var never = time.Unix(1<<62, 0)
 
-// readyAt is the earliest time at which the head of the line may go, and the
-// limit that holds it until then (never: until woken). It takes nothing.
-func (ks *keyState) readyAt(now time.Time, mono time.Duration) (time.Time, holder) {
-	at, h := ks.heldUntil(now, mono)
+// readyAt is the earliest time at which the head of the line, of the cost
+// given, may go, and the limit that holds it until then (never: until
+// woken). It takes nothing.
+func (ks *keyState) readyAt(now time.Time, mono time.Duration, cost int) (time.Time, holder) {
+	at, h := ks.heldUntil(now, mono, cost)
 	if ks.lim != nil && !at.Equal(never) {
-		if d := tokenDelay(ks.lim, at, 1); d > 0 {
+		if d := tokenDelay(ks.lim, at, tokensFor(ks.lim, cost)); d > 0 {
 			at, h = at.Add(d), holder{limit: ks.pol.limit}
 		}
 	}
@@ -132,12 +134,13 @@ func (ks *keyState) readyAt(now time.Time, mono time.Duration) (time.Time, holde
 }
 
 // heldUntil is readyAt without the pacer: the earliest time at which every
-// other limit lets the head go, and the limit that holds it until then.
+// other limit lets the head, of the cost given, go, and the limit that
+// holds it until then.
 //
 // A probe, or a ramp that is full, holds the rest only until its answer is
 // overdue (latency.probeWait): then one more may go, so an answer that never
 // comes cannot hold the key.
-func (ks *keyState) heldUntil(now time.Time, mono time.Duration) (time.Time, holder) {
+func (ks *keyState) heldUntil(now time.Time, mono time.Duration, cost int) (time.Time, holder) {
 	at, h := now, holder{}
 	if tr := ks.tr; tr != nil && tr.probe == probeOut {
 		if end := now.Add(tr.probeAt + ks.lat.probeWait() - mono); end.After(at) {
@@ -156,7 +159,11 @@ func (ks *keyState) heldUntil(now time.Time, mono time.Duration) (time.Time, hol
 		at, h = until, holder{limit: LimitPause}
 	}
 	if m := ks.mirror(); m != nil {
-		if next := now.Add(m.lowerBound(mono, ks.admitted, int(ks.sending), 0) - mono); next.After(at) {
+		next := m.lowerBound(mono, ks.admitted, int(ks.outUnits), 0, cost)
+		if next == holdsForAnswer {
+			return never, holder{limit: LimitQuota}
+		}
+		if next := now.Add(next - mono); next.After(at) {
 			at, h = next, holder{limit: LimitQuota}
 		}
 	}
@@ -164,7 +171,7 @@ func (ks *keyState) heldUntil(now time.Time, mono time.Duration) (time.Time, hol
 		// A window's time is absolute: taken at now, then compared, so that
 		// a pause saturated near the end of time cannot overflow it.
 		w := &ks.wins[i]
-		next := w.nextAt(mono, 0, false)
+		next := w.nextAt(mono, 0, cost, false)
 		if next == holdsForAnswer {
 			return never, holder{LimitWindow, *w.Window}
 		}
@@ -181,46 +188,54 @@ type holder struct {
 	win   Window
 }
 
-// lowerBound is the earliest time at which an attempt with ahead others
-// before it could go: exact for the head, a lower bound behind it.
-func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead int) (time.Time, holder) {
+// lowerBound is the earliest time at which an attempt of the cost given,
+// with ahead others before it, could go: exact for the head, a lower bound
+// behind it (each of those ahead is counted as costing 1).
+func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead, cost int) (time.Time, holder) {
 	at, h := now, holder{}
 	if until := ks.pausedUntil(); until.After(at) {
 		at, h = until, holder{limit: LimitPause}
 	}
 	if m := ks.mirror(); m != nil {
-		if next := now.Add(m.lowerBound(mono, ks.admitted, int(ks.sending), ahead) - mono); next.After(at) {
-			at, h = next, holder{limit: LimitQuota}
+		// A wait for an answer counts as ending now: its end is not known.
+		if next := m.lowerBound(mono, ks.admitted, int(ks.outUnits), ahead, cost); next != holdsForAnswer && now.Add(next-mono).After(at) {
+			at, h = now.Add(next-mono), holder{limit: LimitQuota}
 		}
 	}
 	for i := range ks.wins {
 		w := &ks.wins[i]
-		if next := w.nextAt(mono, ahead, true); now.Add(next - mono).After(at) {
+		if next := w.nextAt(mono, ahead, cost, true); now.Add(next - mono).After(at) {
 			at, h = now.Add(next-mono), holder{LimitWindow, *w.Window}
 		}
 	}
 	if ks.lim != nil {
-		if d := tokenDelay(ks.lim, now, ahead+1); now.Add(d).After(at) {
+		if d := tokenDelay(ks.lim, now, ahead+tokensFor(ks.lim, cost)); now.Add(d).After(at) {
 			at, h = now.Add(d), holder{limit: ks.pol.limit}
 		}
 	}
 	return at, h
 }
 
-// take admits the head at now: a token, an entry in every window, an
+// take admits the head, of the cost given, at now: its tokens (which may
+// leave the bucket owing, see tokensFor), its entries in every window, an
 // in-flight slot, and the probe if one is due (or the last one's answer is
 // overdue). readyAt(now) must have said now.
-func (ks *keyState) take(now time.Time, mono time.Duration, retry bool) ticket {
-	if ks.lim != nil {
+func (ks *keyState) take(now time.Time, mono time.Duration, retry bool, cost int) ticket {
+	switch {
+	case ks.lim == nil:
+	case cost <= 1:
 		ks.lim.ReserveN(now, 1) // at most a float error's worth early
+	default:
+		takeTokens(ks.lim, now, cost)
 	}
-	return ks.enter(now, mono, retry)
+	return ks.enter(now, mono, retry, cost)
 }
 
-// enter is take once the pacer's token, if the key has a pacer, is taken.
-func (ks *keyState) enter(now time.Time, mono time.Duration, retry bool) (tk ticket) {
-	ks.admitted++
-	tk.adm, tk.sent, tk.mono = ks.admitted, now, mono
+// enter is take once the pacer's tokens, if the key has a pacer, are taken.
+func (ks *keyState) enter(now time.Time, mono time.Duration, retry bool, cost int) (tk ticket) {
+	ks.admitted += uint64(cost)
+	ks.stats.Attempts++
+	tk.adm, tk.cost, tk.sent, tk.mono = ks.admitted, int32(cost), now, mono
 	if !retry {
 		ks.budget.first(mono)
 	}
@@ -228,9 +243,10 @@ func (ks *keyState) enter(now time.Time, mono time.Duration, retry bool) (tk tic
 		ks.limAt = mono
 	}
 	for i := range ks.wins {
-		ks.wins[i].add(mono, tk.adm)
+		ks.wins[i].put(mono, tk.adm, cost, true)
 	}
 	ks.sending++
+	ks.outUnits += int64(cost)
 	if ks.pol.MaxInFlight > 0 {
 		ks.slots++
 		tk.slot = true
@@ -244,7 +260,7 @@ func (ks *keyState) enter(now time.Time, mono time.Duration, retry bool) (tk tic
 		tr.rampAt = mono
 	}
 	if m := ks.mirror(); m != nil {
-		m.took(mono, int(ks.sending)-1) // the others on their way
+		m.took(mono, int(ks.outUnits)-cost, cost) // the others on their way
 	}
 	return tk
 }
@@ -271,7 +287,7 @@ func (ks *keyState) idle(now time.Time, mono time.Duration) bool {
 	if ks.lim != nil && ks.lim.TokensAt(now) < float64(ks.lim.Burst()) {
 		return false
 	}
-	if m := ks.mirror(); m != nil && m.lowerBound(mono, ks.admitted, 0, 0) > mono {
+	if m := ks.mirror(); m != nil && m.lowerBound(mono, ks.admitted, 0, 0, 1) > mono {
 		return false // the server's count holds it back
 	}
 	for i := range ks.wins {

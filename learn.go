@@ -68,7 +68,7 @@ import (
 //     the reset, which came between the last peek refused and this resume
 //     (halfway is taken), again not below half; far below what was
 //     refused, it probes again a test later, from a sixteenth.
-//  5. Probes. A cruising pace waits 4 quiet seconds after a cut, and at
+//  5. Probes. A cruising pace waits 2 quiet seconds after a cut, and at
 //     least 200 answers' worth of itself (so that probes that end in a
 //     refusal cost at most one 429 in 200, whatever the quota), then probes
 //     upward by 1%, then 2%, 4%… up to 25% (up to doubling while below half
@@ -94,7 +94,7 @@ const (
 	provedShare  = 0.9                    // when that is below this share of the pace since the last refusal
 	minCount     = 20                     // answers accepted between two refusals that make a measure
 	reachedShare = 0.8                    // a pace is raised only once the key sent this share of it since it was set
-	probeHold    = 4 * time.Second        // after a cut, the pace holds this long before probing
+	probeHold    = 2 * time.Second        // after a cut, the pace holds this long before probing
 	holdCount    = 200                    // and at least this many answers' worth of the pace
 	longestHold  = time.Minute            // nor ever longer than this
 	probeFirst   = 0.01                   // a probe raises the pace by this share of itself, doubling each step

@@ -20,7 +20,9 @@ import (
 // learns a pace from the 429s and their whole-second Retry-After alone, for
 // every kind of quota, and stays there: within 1.15× the ideal time and 0.5%
 // of requests refused (issue 9, point 3), with requests reaching the server
-// 0–2 ms late and answers 1–3 ms late.
+// 0–2 ms late and answers 1–3 ms late. A log, whose count a cut pace
+// leaves slowly, is held to 1.10×: its pace probes back up after 2 quiet
+// seconds, not 4 (1.11–1.12× then).
 func TestLearnsTheQuotaFrom429sAlone(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -28,21 +30,22 @@ func TestLearnsTheQuotaFrom429sAlone(t *testing.T) {
 		quota   float64       // requests per second
 		ideal   time.Duration // for 4,000 requests
 		refused int64         // the most 429s
+		most    float64       // the longest time, over the ideal (0: 1.15)
 	}{
 		{"token-bucket", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20},
-			200, 19900 * time.Millisecond, 20},
+			200, 19900 * time.Millisecond, 20, 0},
 		// A window refuses all until its reset, whatever the pace over it:
 		// each probe above its quota costs a few 429s (0.4-0.6%).
 		{"fixed-window", throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second},
-			100, 39 * time.Second, 25},
+			100, 39 * time.Second, 25, 0},
 		{"sliding-log", throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second},
-			200, 19 * time.Second, 20},
+			200, 19 * time.Second, 20, 1.10},
 		// A slow bucket (regression: 256-271 429s): refusals that come
 		// before 20 answers bound the search, or the pace doubled past
 		// the quota every second; a cut pace holds 200 answers' worth
-		// before it probes, not 4 s, which is 40 answers at 10/s.
+		// before it probes, not 2 s, which is 20 answers at 10/s.
 		{"slow-token-bucket", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 10, Burst: 5},
-			10, 399500 * time.Millisecond, 60},
+			10, 399500 * time.Millisecond, 60, 0},
 	}
 	for _, tt := range tests {
 		for seed := range int64(3) {
@@ -58,7 +61,11 @@ func TestLearnsTheQuotaFrom429sAlone(t *testing.T) {
 					st := rt.Stats().Keys["api.test"]
 					t.Logf("took %v (%.2fx the ideal), %d refused, pace %.1f/s", took,
 						took.Seconds()/tt.ideal.Seconds(), seen.Throttled, float64(st.Rate))
-					assert.LessOrEqual(t, took.Seconds(), 1.15*tt.ideal.Seconds(), "within 1.15x the ideal")
+					most := tt.most
+					if most == 0 {
+						most = 1.15
+					}
+					assert.LessOrEqual(t, took.Seconds(), most*tt.ideal.Seconds(), "within %.2fx the ideal", most)
 					assert.LessOrEqual(t, seen.Throttled, tt.refused)
 					assert.Equal(t, throttle.PaceLearned, st.PaceFrom)
 					assert.InEpsilon(t, tt.quota, float64(st.Rate), 0.15, "the pace learned is near the quota")

@@ -16,11 +16,11 @@ func TestLearnNeverMovesTheLimiterClockBack(t *testing.T) {
 	t0 := epoch.Add(time.Minute)
 	ks.slow(ticket{adm: 1}, t0, tr.since(t0), time.Second) // 8/s
 	t1 := t0.Add(time.Minute)
-	stale := t1.Add(-100 * time.Millisecond) // the answer was read 100ms before learn got the lock
-	tk := ks.take(t1, tr.since(t1), false)   // meanwhile another request took the token at t1
+	stale := t1.Add(-100 * time.Millisecond)  // the answer was read 100ms before learn got the lock
+	tk := ks.take(t1, tr.since(t1), false, 1) // meanwhile another request took the token at t1
 	ks.sending++
-	tr.learn(ks, ticket{adm: tk.adm, sent: stale}, &http.Response{StatusCode: http.StatusOK}, hint{}, 0, stale) // a quiet spell: the rate is raised
-	at, _ := ks.readyAt(t1, tr.since(t1))
+	tr.learn(ks, ticket{adm: tk.adm, cost: tk.cost, sent: stale}, &http.Response{StatusCode: http.StatusOK}, hint{}, 0, stale) // a quiet spell: the rate is raised
+	at, _ := ks.readyAt(t1, tr.since(t1), 1)
 	if want := time.Duration(float64(time.Second) / float64(ks.lim.Limit())); at.Sub(t1) < want-time.Millisecond {
 		t.Fatalf("next token %v after the last one taken, want %v at %v/s", at.Sub(t1), want, ks.lim.Limit())
 	}

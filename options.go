@@ -22,6 +22,7 @@ type config struct {
 	retry    Retry
 	events   func(Event)
 	store    Store
+	cost     func(*http.Response) (int, bool) // WithCost's
 
 	given    map[string]bool // options applied, to find one given twice
 	problems []string        // what is wrong, for New to panic with

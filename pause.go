@@ -112,6 +112,7 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 	mono := t.since(now)
 	now, at := ks.clock(now, mono)
 	ks.sending--
+	ks.outUnits -= int64(tk.cost)
 	ks.answered(tk, resp != nil, now, mono)
 	// ok: the server took the request (a 5xx says nothing about the pace).
 	ok := resp != nil && h.signal == signalNone && resp.StatusCode < http.StatusInternalServerError
@@ -129,9 +130,9 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 		m.on = true
 		m.rtt = ks.lat.srtt + ks.lat.jitter()
 		m.rollover(at, ks.admitted)
-		m.read(h.quota, at, tk.adm, ks.admitted, int(ks.sending), ok)
+		m.read(h.quota, at, tk.adm, ks.admitted, int(ks.outUnits), int(tk.cost), ok)
 		if h.throttled() {
-			m.refused(tk.mono)
+			m.refused(tk.mono, int(tk.cost))
 		}
 		if kind, r, changed := m.news(); changed {
 			ls.pace, ls.paceWhy = r, "quota headers: "+kind
@@ -265,7 +266,7 @@ func (ks *keyState) clock(now time.Time, mono time.Duration) (time.Time, time.Du
 // trip when it got a response.
 func (ks *keyState) answered(tk ticket, response bool, now time.Time, mono time.Duration) {
 	for i := range ks.wins {
-		ks.wins[i].answered(tk.adm, mono)
+		ks.wins[i].answered(tk.adm, int(tk.cost), mono)
 	}
 	if !response {
 		return

@@ -15,7 +15,8 @@ import (
 // handling of the server's signals (a pause for the whole key on a 429 or
 // in an outage, retries).
 type Policy struct {
-	// Rate is the sustained number of requests per second, at most 1e9.
+	// Rate is the sustained number of requests per second, at most 1e9
+	// (units per second, for requests given a Cost).
 	// 0, rate.Inf or +Inf: unpaced (Burst and Queue must then be 0).
 	//
 	// Rate is a ceiling the pace never passes; below it the pace follows the
@@ -77,11 +78,12 @@ type Policy struct {
 	MaxInFlight int
 }
 
-// Window is a quota of at most N requests in ANY interval of length Per: a
-// sliding log, so a client under it is safe whether the server counts in
-// fixed or sliding windows. Both N and Per must be positive (Per at most
-// ten years). It keeps the times of the last N requests: 16 bytes each,
-// while the key is in use.
+// Window is a quota of at most N requests in ANY interval of length Per
+// (N units, for requests given a [Cost]: GitHub's GraphQL API allows
+// {N: 5000, Per: time.Hour} points): a sliding log, so a client under it is
+// safe whether the server counts in fixed or sliding windows. Both N and
+// Per must be positive (Per at most ten years). It keeps the times of the
+// last N units: 16 bytes each, while the key is in use.
 type Window struct {
 	N   int
 	Per time.Duration

@@ -27,11 +27,13 @@ type waiter struct {
 	alone      error     // the Reservation's Fallback, if booked
 }
 
-// place is where a request's attempts join a key's line.
+// place is where a request's attempts join a key's line, and what each
+// costs there.
 type place struct {
 	seq     uint64    // the request's arrival order at its key
 	prio    int       // its priority (0 unless the request says: see Priority)
 	arrived time.Time // when it arrived, for aging
+	cost    int       // what each attempt is charged (1 unless the request says: see Cost)
 }
 
 // agingStep is the wait that raises a request's priority in the line by one.
@@ -119,6 +121,7 @@ type ticket struct {
 	mono   time.Duration // the same, from the transport's epoch
 	probe  bool          // the first attempt after a pause
 	slot   bool          // holds one of the key's MaxInFlight slots
+	cost   int32         // the units it was charged: adm is the last of them
 	waited time.Duration // time spent waiting for the turn
 	heldBy Limit         // what it waited for last, if it waited
 	asked  bool          // the Store booked its departure
@@ -142,12 +145,19 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, pl place, attempt i
 		ks.mu.Unlock()
 		return tk, &WaitError{Key: ks.name(), Attempt: attempt, Err: err}
 	}
+	if pl.cost > 1 {
+		if h, err := ks.tooCostly(pl.cost); err != nil {
+			ks.troubled().stats.RefusedCost++
+			ks.mu.Unlock()
+			return tk, &WaitError{Key: ks.name(), Attempt: attempt, Limit: h.limit, Window: h.win, Err: err}
+		}
+	}
 	now, mono := ks.clock(now, t.since(now))
 	if ks.head == nil && !t.closed.Load() && !t.shares(ks) {
-		// The pacer last: AllowN takes its token only if it has one, as
+		// The pacer last: AllowN takes its tokens only if it has them, as
 		// readyAt and take would, under one lock of the limiter.
-		if at, _ := ks.heldUntil(now, mono); !at.After(now) && (ks.lim == nil || ks.lim.AllowN(now, 1)) {
-			tk = ks.enter(now, mono, attempt > 1)
+		if at, _ := ks.heldUntil(now, mono, pl.cost); !at.After(now) && (ks.lim == nil || ks.lim.AllowN(now, pl.cost)) {
+			tk = ks.enter(now, mono, attempt > 1, pl.cost)
 			ks.mu.Unlock()
 			return tk, nil // no wait for a limit: waited stays 0
 		}
@@ -175,7 +185,7 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl place, attempt in
 	w := &waiter{place: pl, wake: make(chan struct{}, 1)}
 	ahead := ks.insert(w, now)
 	// Refuse at once a wait that is known to end too late.
-	if werr := t.refuse(ks, now, ahead, deadline, hasDeadline, last, fail); werr != nil {
+	if werr := t.refuse(ks, now, ahead, pl.cost, deadline, hasDeadline, last, fail); werr != nil {
 		ks.remove(w)
 		ks.mu.Unlock()
 		return tk, werr
@@ -191,7 +201,15 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl place, attempt in
 		var sleep time.Duration = -1 // until woken
 		if ks.head == w {
 			mono := t.since(now)
-			at, h := ks.readyAt(now, mono)
+			if pl.cost > 1 { // its Policy may have been replaced (swap.go)
+				if h, err := ks.tooCostly(pl.cost); err != nil {
+					ks.troubled().stats.RefusedCost++
+					ks.remove(w)
+					ks.mu.Unlock()
+					return tk, fail(h, time.Time{}, err)
+				}
+			}
+			at, h := ks.readyAt(now, mono, pl.cost)
 			if w.booked && w.departAt.After(at) {
 				at, h = w.departAt, holder{limit: LimitStore}
 			}
@@ -210,7 +228,7 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl place, attempt in
 				continue
 			case !at.After(now) && ctx.Err() == nil:
 				ks.remove(w)
-				tk = ks.take(now, mono, retry)
+				tk = ks.take(now, mono, retry, pl.cost)
 				ks.mu.Unlock()
 				tk.waited, tk.heldBy = now.Sub(start), waitingFor.limit
 				tk.asked, tk.alone = w.booked, w.alone
@@ -220,7 +238,7 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl place, attempt in
 				ks.mu.Unlock()
 				return tk, fail(holder{}, time.Time{}, ctx.Err())
 			}
-			werr := t.refuse(ks, now, 0, deadline, hasDeadline, last, fail)
+			werr := t.refuse(ks, now, 0, pl.cost, deadline, hasDeadline, last, fail)
 			if werr == nil && !last.IsZero() && !now.Before(last) { // an end not known in advance
 				ks.troubled().stats.RefusedDeadline++
 				werr = fail(h, time.Time{}, ErrMaxElapsed)
@@ -253,18 +271,19 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl place, attempt in
 	}
 }
 
-// refuse returns the error for a request with ahead others before it whose
-// turn is known to come after its deadline, or during a pause longer than
-// the longest Retry-After honoured; nil if it may wait. What it knows is a
-// lower bound: waits whose end depends on an answer (a probe, a ramp, an
-// in-flight slot, a window entry still on the wire) count as ending now.
-func (t *Transport) refuse(ks *keyState, now time.Time, ahead int, deadline time.Time, hasDeadline bool,
+// refuse returns the error for a request of the cost given, with ahead
+// others before it, whose turn is known to come after its deadline, or
+// during a pause longer than the longest Retry-After honoured; nil if it
+// may wait. What it knows is a lower bound: waits whose end depends on an
+// answer (a probe, a ramp, an in-flight slot, a window entry still on the
+// wire) count as ending now.
+func (t *Transport) refuse(ks *keyState, now time.Time, ahead, cost int, deadline time.Time, hasDeadline bool,
 	last time.Time, fail func(holder, time.Time, error) error) error {
 	if until := ks.pausedUntil(); until.Sub(now) > t.cfg.retry.MaxRetryAfter {
 		ks.troubled().stats.RefusedPaused++
 		return fail(holder{limit: LimitPause}, until, ErrPaused)
 	}
-	at, h := ks.lowerBound(now, t.since(now), ahead)
+	at, h := ks.lowerBound(now, t.since(now), ahead, cost)
 	switch {
 	case h.limit == LimitQuota && at.Sub(now) > t.cfg.retry.MaxRetryAfter:
 		ks.troubled().stats.RefusedPaused++

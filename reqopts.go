@@ -22,6 +22,7 @@ type reqConfig struct {
 	noRetry bool
 	key     string // "" : the Transport's
 	prio    int
+	cost    int // 0: 1
 }
 
 type reqOptionsKey struct{}
@@ -83,6 +84,54 @@ func PartitionKey(key string) RequestOption {
 func Priority(p int) RequestOption {
 	return RequestOption{name: "Priority", apply: func(c *reqConfig) error {
 		c.prio = p
+		return nil
+	}}
+}
+
+// maxCost is the largest cost a request may be given, and the largest
+// figure WithCost's function may report: far beyond any quota, and small
+// enough that no count of units overflows.
+const maxCost = 1_000_000_000
+
+// Cost makes each attempt of the request count as n units against its
+// key's limits, where the server counts a request as more than one (a
+// GraphQL query's points, a batch endpoint's items): n known before
+// sending, an estimate if need be. Without it a request costs 1, and a
+// Policy's Rate, Burst and Windows' N are in these units.
+//
+//   - Token bucket: an attempt of cost n waits until the bucket holds n
+//     tokens and takes them; the requests after it wait for what it took.
+//     (Should the reserve the key holds back against jitter have grown
+//     past that, see Policy.Burst, it waits until the bucket is full and
+//     leaves it owing the rest.)
+//   - Leaky bucket (Policy.Queue): it goes out at its turn, and the one
+//     after it n/Rate later.
+//   - Windows: it counts as n of each Window's N: no interval of length
+//     Per holds more than N units.
+//   - What the server's quota headers say remains is spent by n while the
+//     request is on its way.
+//   - Retries cost n again, as every attempt passes through the pacer.
+//     MaxInFlight counts requests, not units: one slot each.
+//   - A wait for n units known to end after the context's deadline fails
+//     at once with ErrWouldExceedDeadline, taking nothing.
+//   - A cost no limit of its key can ever admit fails the request at once,
+//     unsent, with an error matching [ErrCostTooLarge] that names the key,
+//     the limit and n: more than a token bucket holds (Burst less the one
+//     token it keeps in reserve, max(1, Burst-1)), or more than a Window's
+//     N. A leaky bucket admits any cost.
+//   - The server may say what the request really cost: see [WithCost]. The
+//     charge is then corrected, up or down.
+//
+// n must be from 1 to 1e9; another value fails the request at once with an
+// error matching [ErrInvalidRequestOption]. A Store set by WithStore books
+// n units of the shared quota per attempt. [KeyStats].Units counts the
+// units charged.
+func Cost(n int) RequestOption {
+	return RequestOption{name: "Cost", apply: func(c *reqConfig) error {
+		if n < 1 || n > maxCost {
+			return fmt.Errorf("%d, want 1 to %d units", n, maxCost)
+		}
+		c.cost = n
 		return nil
 	}}
 }

@@ -20,6 +20,7 @@ type Stats struct {
 type KeyStats struct {
 	Requests int64         // RoundTrip calls
 	Attempts int64         // attempts sent to the base RoundTripper
+	Units    int64         // units charged against the key's limits: each attempt's Cost (1 without one), corrected by WithCost's figures
 	Waited   int64         // requests that had to wait for their turn (behind others, or for a limit)
 	WaitTime time.Duration // time those requests waited, summed
 	Queued   int           // attempts waiting for their turn now
@@ -49,12 +50,14 @@ type KeyStats struct {
 	RefusedPaused    int64 // ErrPaused
 	RefusedClosed    int64 // ErrClosed
 	RefusedStore     int64 // ErrStoreUnavailable, or another error of the Store
+	RefusedCost      int64 // ErrCostTooLarge
 	Canceled         int64 // the context ended while it waited
 }
 
 func (s *KeyStats) add(o *KeyStats) {
 	s.Requests += o.Requests
 	s.Attempts += o.Attempts
+	s.Units += o.Units
 	s.Waited += o.Waited
 	s.WaitTime += o.WaitTime
 	s.Queued += o.Queued
@@ -71,6 +74,7 @@ func (s *KeyStats) add(o *KeyStats) {
 	s.RefusedPaused += o.RefusedPaused
 	s.RefusedClosed += o.RefusedClosed
 	s.RefusedStore += o.RefusedStore
+	s.RefusedCost += o.RefusedCost
 	s.Canceled += o.Canceled
 }
 
@@ -97,24 +101,27 @@ func (p PaceFrom) String() string {
 }
 
 // A key keeps only the counters that every request moves; the gauges are
-// read off its state, Attempts is its count of admissions, and the rest,
-// which a quiet key never moves, wait in its trouble.
+// read off its state, Units is its count of admissions (less what the
+// server's figures gave back), and the rest, which a quiet key never
+// moves, wait in its trouble.
 type counts struct {
-	Requests, Waited int64
-	WaitTime         time.Duration
+	Requests, Attempts, Waited int64
+	WaitTime                   time.Duration
 }
 
 // rareCounts are the counters of KeyStats that only trouble moves.
 type rareCounts struct {
 	Throttled, Unavailable, Retries, Pauses, Outages, GaveUp int64
 
-	RefusedQueueFull, RefusedDeadline, RefusedPaused, RefusedClosed, RefusedStore, Canceled int64
+	RefusedQueueFull, RefusedDeadline, RefusedPaused, RefusedClosed, RefusedStore, RefusedCost, Canceled int64
+
+	refunded int64 // units given back by WithCost's figures
 }
 
 // snapshot returns the key's KeyStats now.
 func (ks *keyState) snapshot(t *Transport, now time.Time) KeyStats {
 	s := KeyStats{
-		Requests: ks.stats.Requests, Attempts: int64(ks.admitted),
+		Requests: ks.stats.Requests, Attempts: ks.stats.Attempts, Units: int64(ks.admitted),
 		Waited: ks.stats.Waited, WaitTime: ks.stats.WaitTime,
 		Queued: int(ks.waiting), InFlight: int(ks.sending), Slots: int(ks.slots),
 	}
@@ -142,6 +149,7 @@ func (ks *keyState) snapshot(t *Transport, now time.Time) KeyStats {
 		s.Pauses, s.Outages, s.GaveUp = r.Pauses, r.Outages, r.GaveUp
 		s.RefusedQueueFull, s.RefusedDeadline, s.RefusedPaused = r.RefusedQueueFull, r.RefusedDeadline, r.RefusedPaused
 		s.RefusedClosed, s.RefusedStore, s.Canceled = r.RefusedClosed, r.RefusedStore, r.Canceled
+		s.RefusedCost, s.Units = r.RefusedCost, s.Units-r.refunded
 	}
 	return s
 }

@@ -31,27 +31,31 @@ import (
 //
 // Store implementations share one meaning (the tests in package storetest
 // hold every one to it): a Store books departures on its own clock, in the
-// order asked, so that
+// order asked, each of n units (a request's Cost, 1 without one), so that
 //
 //   - the departures of a key with a finite Policy.Rate are a token bucket of
 //     that rate and of depth max(1, Burst-1) (one token in reserve, as
-//     Policy.Burst says), or with Queue > 0 one every 1/Rate (GCRA, the
-//     virtual-scheduling form of a token bucket);
-//   - no more than N departures fall in any interval of length Per, for each
-//     of the Policy's Windows;
+//     Policy.Burst says), a departure of n units taking n tokens, or with
+//     Queue > 0 one every 1/Rate, the one after a departure of n units n/Rate
+//     after it (GCRA, the virtual-scheduling form of a token bucket); a
+//     departure of more units than the bucket holds goes when it is full,
+//     and leaves it owing the rest;
+//   - no more than N units depart in any interval of length Per, for each
+//     of the Policy's Windows (a departure of more than N units counts as N);
 //   - no departure falls within a pause: after one, departures resume one
 //     every 1/Rate, not in a burst;
 //   - a pace cut by [Slowdown].Pace holds for every Transport, and climbs
 //     back by a tenth of Policy.Rate per second.
 type Store interface {
-	// Reserve books the key's next departure under p, at once or later,
-	// and says how long from now it is. When the departure would come more
-	// than maxWait from now, nothing is booked: Reservation.OK is false and
-	// Wait says when it would have been. A departure booked is spent even
-	// if the request then does not go. An error means the Store could not
-	// decide: it wraps [ErrStoreUnavailable] when the Store is out of reach,
-	// or is the context's error.
-	Reserve(ctx context.Context, key string, p Policy, maxWait time.Duration) (Reservation, error)
+	// Reserve books the key's next departure under p, of n units (n >= 1;
+	// a Store takes less as 1), at once or later, and says how long from
+	// now it is. When the departure would come more than maxWait from now,
+	// nothing is booked: Reservation.OK is false and Wait says when it
+	// would have been. A departure booked is spent even if the request
+	// then does not go. An error means the Store could not decide: it
+	// wraps [ErrStoreUnavailable] when the Store is out of reach, or is the
+	// context's error.
+	Reserve(ctx context.Context, key string, p Policy, n int, maxWait time.Duration) (Reservation, error)
 
 	// Slow tells every Transport sharing the key what one of them learned
 	// from the server: a pause (a 429 and its Retry-After, quota headers
@@ -117,20 +121,22 @@ func storePace(p Policy, cut rate.Limit, cutAt, now time.Time) rate.Limit {
 }
 
 // storeTolerance is how far ahead of its theoretical arrival time a
-// departure may go at pace r: the bucket's depth less one, in intervals.
-func storeTolerance(p Policy, r rate.Limit) time.Duration {
-	if r <= 0 || p.Queue > 0 {
-		return 0
+// departure of n units may go at pace r: the bucket's depth less n (less
+// all it holds, if n is more), in intervals.
+func storeTolerance(p Policy, r rate.Limit, n int) time.Duration {
+	depth := 1
+	if p.Queue <= 0 {
+		depth = max(1, p.Burst-1)
 	}
-	return time.Duration(float64(max(1, p.Burst-1)-1) * float64(time.Second) / float64(r))
+	return spanOf(depth-min(n, depth), r)
 }
 
-// interval is 1/r as a duration (0 for an unpaced key), saturated.
-func interval(r rate.Limit) time.Duration {
-	if r <= 0 {
+// spanOf is n intervals at pace r (0 for an unpaced key), saturated.
+func spanOf(n int, r rate.Limit) time.Duration {
+	if r <= 0 || n <= 0 {
 		return 0
 	}
-	secs := 1 / float64(r)
+	secs := float64(n) / float64(r)
 	if secs >= math.MaxInt64/1e9 {
 		return math.MaxInt64
 	}

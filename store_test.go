@@ -139,7 +139,7 @@ type fakeStore struct {
 	slowed  []throttle.Slowdown
 }
 
-func (s *fakeStore) Reserve(_ context.Context, _ string, _ throttle.Policy, maxWait time.Duration) (throttle.Reservation, error) {
+func (s *fakeStore) Reserve(_ context.Context, _ string, _ throttle.Policy, _ int, maxWait time.Duration) (throttle.Reservation, error) {
 	s.mu.Lock()
 	f := s.reserve
 	s.mu.Unlock()
@@ -336,7 +336,7 @@ func TestStoreHoldsBackForJitter(t *testing.T) {
 // burstStore books at once and reports the Policy it was asked with.
 type burstStore struct{ seen func(throttle.Policy) }
 
-func (s *burstStore) Reserve(_ context.Context, _ string, p throttle.Policy, _ time.Duration) (throttle.Reservation, error) {
+func (s *burstStore) Reserve(_ context.Context, _ string, p throttle.Policy, _ int, _ time.Duration) (throttle.Reservation, error) {
 	s.seen(p)
 	return throttle.Reservation{OK: true}, nil
 }

@@ -48,11 +48,12 @@ func NewMemoryStore() *MemoryStore {
 
 var _ Store = (*MemoryStore)(nil)
 
-// Reserve books the key's next departure; see [Store].
-func (s *MemoryStore) Reserve(ctx context.Context, key string, p Policy, maxWait time.Duration) (Reservation, error) {
+// Reserve books the key's next departure, of n units; see [Store].
+func (s *MemoryStore) Reserve(ctx context.Context, key string, p Policy, n int, maxWait time.Duration) (Reservation, error) {
 	if err := ctx.Err(); err != nil {
 		return Reservation{}, err
 	}
+	n = max(n, 1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -63,11 +64,13 @@ func (s *MemoryStore) Reserve(ctx context.Context, key string, p Policy, maxWait
 	}
 	dep := latest(now, k.last, k.pause)
 	if r > 0 {
-		dep = latest(dep, k.tat.Add(-storeTolerance(p, r)))
+		dep = latest(dep, k.tat.Add(-storeTolerance(p, r, n)))
 	}
 	for _, w := range p.Windows {
-		if kw := k.wins[w]; kw != nil && len(kw.at) >= w.N {
-			dep = latest(dep, kw.nth(len(kw.at)-w.N).Add(w.Per))
+		// Its last unit must outlive the departure N units before it.
+		if back := w.N - min(n, w.N) + 1; k.wins[w] != nil && len(k.wins[w].at) >= back {
+			kw := k.wins[w]
+			dep = latest(dep, kw.nth(len(kw.at)-back).Add(w.Per))
 		}
 	}
 	res := Reservation{Wait: dep.Sub(now), Paused: k.pause.After(now) && !k.pause.Before(dep)}
@@ -77,10 +80,13 @@ func (s *MemoryStore) Reserve(ctx context.Context, key string, p Policy, maxWait
 	res.OK = true
 	k.last = dep
 	if r > 0 {
-		k.tat = latest(k.tat, dep).Add(interval(r))
+		k.tat = latest(k.tat, dep).Add(spanOf(n, r))
 	}
 	for _, w := range p.Windows {
-		k.window(w).add(dep, w.N)
+		kw := k.window(w)
+		for range min(n, w.N) {
+			kw.add(dep, w.N)
+		}
 	}
 	return res, nil
 }
@@ -104,7 +110,7 @@ func (s *MemoryStore) Slow(ctx context.Context, key string, p Policy, sd Slowdow
 		until := now.Add(sd.Pause)
 		k.pause = latest(k.pause, until)
 		if r > 0 { // after the pause, one every 1/r: no burst
-			k.tat = latest(k.tat, until.Add(storeTolerance(p, r)))
+			k.tat = latest(k.tat, until.Add(storeTolerance(p, r, 1)))
 		}
 	}
 	return nil

@@ -152,10 +152,9 @@ func rewindow(old []windowLog, p *policy, admitted uint64) []windowLog {
 			w.start = int(admitted % n)
 			if src != nil {
 				w.latest = src.latest
-				srcN := uint64(src.N)
-				for k := admitted - min(admitted, n, uint64(len(src.log))) + 1; k <= admitted; k++ {
-					if e := src.log[(k-1)%srcN]; e.id == uint32(k) {
-						w.log[(k-1)%n] = e
+				for j := range src.log {
+					if e := src.entry(j); e.num() >= 1 && e.num()+n > admitted {
+						w.log[(e.num()-1)%n] = *e
 					}
 				}
 			}

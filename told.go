@@ -147,7 +147,9 @@ type told struct {
 
 // read takes a reading: q came with the answer to admission adm, at now,
 // when inflight of our requests were still on their way; accepted says the
-// server counted the request.
+// server counted the request, as n (its cost: see Cost). Requests are
+// counted in units throughout: adm and admitted are numbers of units, and
+// inflight the units of the requests on their way.
 //
 // The server counts requests in about the order they were sent, but not
 // exactly: requests sent together are counted in any order. So for a
@@ -155,10 +157,10 @@ type told struct {
 // request the server counted after it is one still on its way; for a
 // bucket, whose count climbs, the answer to the latest admission is the
 // latest count, within the few requests sent together.
-func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight int, accepted bool) {
+func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight, n int, accepted bool) {
 	if accepted {
-		m.acc++
-		m.accepted(now)
+		m.acc += int64(n)
+		m.accepted(now, n)
 	} else if m.kind == kindBucket && adm > m.refusedAdm {
 		// Refused: the bucket refills slower than measured, or others
 		// spend more of it. Once per refusal episode, a fifth less, and a
@@ -191,7 +193,7 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 	m.limit = max(m.limit, r)
 	m.depth = max(m.depth, r)
 	if accepted {
-		m.depth = max(m.depth, r+1) // it held this request's too
+		m.depth = max(m.depth, r+n) // it held this request's too
 	}
 	if q.Window > 0 {
 		m.period = q.Window
@@ -343,11 +345,19 @@ func (m *told) tokens(now time.Duration, inflight int) float64 {
 }
 
 // lowerBound is the earliest time, from the epoch, the mirror could let go
-// a request with ahead others before it (0 for the head, which it lets go
-// then).
-func (m *told) lowerBound(now time.Duration, admitted uint64, inflight, ahead int) time.Duration {
+// a request of cost n with ahead others before it (0 for the head, which it
+// lets go then), or holdsForAnswer when only an answer on its way can tell.
+// A cost beyond all the quota holds goes when it is whole: the server
+// decides.
+func (m *told) lowerBound(now time.Duration, admitted uint64, inflight, ahead, n int) time.Duration {
 	m.rollover(now, admitted)
-	need := float64(ahead + 1)
+	if m.limit > 0 {
+		n = min(n, m.limit)
+	}
+	if m.kind == kindBucket && m.depth > 0 {
+		n = min(n, m.depth)
+	}
+	need := float64(ahead + max(1, n))
 	switch {
 	case m.kind == kindLog:
 		need++ // a token held back: a request that reaches the server late
@@ -376,6 +386,13 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight, ahead in
 		return max(m.resetAt, m.aged(now, need-m.exact(now, inflight)))
 	case m.rate > 0:
 		return now + time.Duration(math.Ceil((need-t)/m.rate*1e9))
+	case m.kind == kindBucket && inflight > 0:
+		// Spent, and others spend all it adds, as far as the key has
+		// measured: nothing is known to refill it. The answers on their
+		// way read it again.
+		return holdsForAnswer
+	case m.kind == kindBucket:
+		return now // one request at a time reads it again
 	case m.resetAt > now && ahead == 0 && m.kind == kindUnknown && m.coarse && !m.tested &&
 		m.resetAt-m.leftAt >= coarseWait/8:
 		// Spent, and the headers cannot tell a short window from a
@@ -389,13 +406,16 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight, ahead in
 	return now // nothing known holds it: its answer will say more
 }
 
-// took records a request admitted at now, with inflight others on their
-// way.
-func (m *told) took(now time.Duration, inflight int) {
+// took records a request of cost n admitted at now, with inflight others
+// on their way.
+func (m *told) took(now time.Duration, inflight, n int) {
 	m.spread = now
-	m.sent++
+	m.sent += uint64(n)
 	if m.limit <= maxCounted && (m.kind != kindWindow || m.length() <= maxCounting) {
-		m.sends = append(keep(m.sends, now-m.length()-time.Second), now)
+		m.sends = keep(m.sends, now-m.length()-time.Second)
+		for range min(n, maxCounted+1) { // more can never count
+			m.sends = append(m.sends, now)
+		}
 	}
 	if m.tokens(now, inflight) < 1 {
 		m.tested = true

@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -419,6 +420,78 @@ func TestWrongKindIsOverturnedByRefusals(t *testing.T) {
 				t.Logf("took %v (ideal %v), %d refused", took, tt.ideal, refused)
 				assert.LessOrEqual(t, refused, int64(30), "at most 5%% refused (it was 50 to 289)")
 				assert.LessOrEqual(t, took.Seconds(), tt.ideal.Seconds()*1.3)
+			})
+		})
+	}
+}
+
+// A bucket that others spend as fast as it refills shows no refill in the
+// key's readings: nothing is known to refill it, so the key reads it again
+// with one request at a time, not with every request waiting. (They all
+// went at once, each drew a 429, which a bucket takes for a collision, not
+// a pause, and they went again: 52-118 429s in a burst when a log of
+// recent requests was taken for a bucket.)
+func TestBucketSpentByOthersIsReadOneAtATime(t *testing.T) {
+	for _, latency := range []time.Duration{time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 5 * time.Millisecond} {
+		t.Run(fmt.Sprint(latency), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// A bucket of 20 that refills at 100/s for 2 s, then not at all
+				// (others take all it adds).
+				start := time.Now()
+				var mu sync.Mutex
+				level, at := 20.0, start
+				var flying, most, refused int
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					time.Sleep(latency)
+					mu.Lock()
+					defer mu.Unlock()
+					now := time.Now()
+					if now.Sub(start) < 2*time.Second {
+						level = min(20, level+100*now.Sub(at).Seconds())
+					}
+					at = now
+					late := now.Sub(start) >= 2*time.Second
+					flying++
+					if late {
+						most = max(most, flying)
+					}
+					status := http.StatusOK
+					if level >= 1 {
+						level--
+					} else {
+						status = http.StatusTooManyRequests
+						if late {
+							refused++
+						}
+					}
+					resp := reply(r, status, "X-RateLimit-Limit", "20", "X-RateLimit-Remaining", fmt.Sprint(int(level)),
+						"X-RateLimit-Reset", "1", "Retry-After", "1")
+					mu.Unlock()
+					time.Sleep(latency)
+					mu.Lock()
+					flying--
+					return resp, nil
+				}))
+				defer rt.Close()
+				ctx, cancel := context.WithTimeout(t.Context(), 6*time.Second)
+				defer cancel()
+				var wg sync.WaitGroup
+				for i := range 16 {
+					wg.Go(func() {
+						for j := 0; ctx.Err() == nil; j++ {
+							req := newReq(t, ctx, http.MethodPut, fmt.Sprint("http://api.test/records/", i, "-", j))
+							resp, err := rt.RoundTrip(req)
+							if err != nil {
+								return // the deadline is near: its wait would end after it
+							}
+							resp.Body.Close()
+						}
+					})
+				}
+				wg.Wait()
+				t.Logf("from 2 s to 6 s: %d refused, at most %d on the wire", refused, most)
+				assert.LessOrEqual(t, most, 1, "one request at a time reads the bucket")
+				assert.LessOrEqual(t, refused, 8)
 			})
 		})
 	}

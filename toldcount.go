@@ -80,8 +80,8 @@ func (m *told) answeredBetween(from, to time.Duration) int {
 }
 
 // accepted records an answer the server accepted, at now, for a log's
-// exact count.
-func (m *told) accepted(now time.Duration) {
+// exact count: n of them, for a request of cost n.
+func (m *told) accepted(now time.Duration, n int) {
 	if m.limit > maxCounted || m.length() > maxCounting {
 		return
 	}
@@ -90,9 +90,12 @@ func (m *told) accepted(now time.Duration) {
 	for i > 0 && m.answers[i-1] > now {
 		i-- // answers are read in about the order they come
 	}
-	m.answers = append(m.answers, 0)
-	copy(m.answers[i+1:], m.answers[i:])
-	m.answers[i] = now
+	n = min(n, maxCounted+1) // more can never count
+	m.answers = append(m.answers, make([]time.Duration, n)...)
+	copy(m.answers[i+n:], m.answers[i:])
+	for j := i; j < i+n; j++ {
+		m.answers[j] = now
+	}
 }
 
 // keep drops the times at or before old from ts, sorted, when they are half
@@ -108,11 +111,13 @@ func keep(ts []time.Duration, old time.Duration) []time.Duration {
 	return ts
 }
 
-// refused forgets our admission at sent: the server refused it, so it
-// does not count in a log of the requests it accepted.
-func (m *told) refused(sent time.Duration) {
+// refused forgets our admission at sent, of cost n: the server refused
+// it, so it does not count in a log of the requests it accepted.
+func (m *told) refused(sent time.Duration, n int) {
 	i := sort.Search(len(m.sends), func(i int) bool { return m.sends[i] >= sent })
-	if i < len(m.sends) && m.sends[i] == sent {
-		m.sends = append(m.sends[:i], m.sends[i+1:]...)
+	j := i
+	for j < len(m.sends) && j-i < n && m.sends[j] == sent {
+		j++
 	}
+	m.sends = append(m.sends[:i], m.sends[j:]...)
 }

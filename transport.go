@@ -121,7 +121,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case t.cfg.key != nil:
 		key = t.userKey(req)
 	}
-	r := request{t: t, req: req, ctx: req.Context(), start: now, held: true, noRetry: ro.noRetry, prio: ro.prio}
+	r := request{t: t, req: req, ctx: req.Context(), start: now, held: true, noRetry: ro.noRetry, prio: ro.prio, cost: max(ro.cost, 1)}
 	r.ks, r.seq = t.acquire(pol, key, req) // locked: the first attempt's admission goes on
 	defer func() {                         // deferred, so that a panicking base does not pin the key
 		if r.held {
@@ -176,7 +176,8 @@ type request struct {
 	lastURL string // the key's lastURL as the request began: shown, if it is the same (see url)
 
 	noRetry bool // the request's NoRetry option
-	prio    int  // and its Priority
+	prio    int  // its Priority
+	cost    int  // and its Cost (1 without one)
 }
 
 func (r *request) do() (*http.Response, error) {
@@ -209,7 +210,7 @@ func (r *request) do() (*http.Response, error) {
 			now = time.Now()
 			r.ks.mu.Lock() // (the first attempt's was taken by acquire)
 		}
-		tk, err := r.t.admit(r.ctx, r.ks, place{seq: r.seq, prio: r.prio, arrived: r.start}, attempt, last, now)
+		tk, err := r.t.admit(r.ctx, r.ks, place{seq: r.seq, prio: r.prio, arrived: r.start, cost: r.cost}, attempt, last, now)
 		r.waited += tk.waited
 		if err != nil {
 			closeBody(send)
@@ -262,16 +263,23 @@ type outcome struct {
 	delay     time.Duration // before a retry: the jittered backoff, never shorter than the server asked
 	ls        lesson
 	now       time.Time // when the answer came
+	cost      int       // the units the attempt was charged, as WithCost's figure corrected them
 }
 
 // held reports whether the key's pause covers the retry's delay: the retry
 // waits at the key, with the others, not on its own.
 func (o *outcome) held() bool { return !o.ls.held.Before(o.now.Add(o.delay)) }
 
-// judge reads an attempt's answer, teaches it to the key, gives back the
-// attempt's in-flight slot (or ties it to the body), lets go of the key if
-// the answer is the last, and tells the events. It locks the key once.
+// judge reads an attempt's answer, teaches it to the key, corrects its
+// charge by WithCost's figure, gives back the attempt's in-flight slot (or
+// ties it to the body), lets go of the key if the answer is the last, and
+// tells the events. It locks the key once.
 func (r *request) judge(o *outcome, tk ticket, attempt int, resp *http.Response, err error) {
+	var fig figure
+	if resp != nil && r.t.cfg.cost != nil {
+		fig = r.t.serverCost(resp) // user code: a panic waits until the key is in order
+	}
+	o.cost = int(tk.cost)
 	wants := resp != nil && r.ks.wantsQuota(tk.adm)
 	if wants || resp != nil && resp.StatusCode >= 400 {
 		o.now = time.Now() // the wall clock too: its headers may hold a date
@@ -300,6 +308,9 @@ func (r *request) judge(o *outcome, tk ticket, attempt int, resp *http.Response,
 		ks.lastURL = r.shown
 	}
 	o.ls = r.t.learn(ks, tk, resp, o.h, o.delay, o.now)
+	if fig.ok {
+		o.cost = r.t.correct(ks, tk, fig.n, o.now)
+	}
 	tied := tk.slot && holdsSlot(resp)
 	if tk.slot && !tied {
 		ks.slots-- // learn woke the head: it recomputes once the lock is free
@@ -310,6 +321,9 @@ func (r *request) judge(o *outcome, tk ticket, attempt int, resp *http.Response,
 	ks.mu.Unlock()
 	if tied {
 		holdSlot(resp, ks)
+	}
+	if fig.hit != nil {
+		panic(fig.hit) // WithCost's: the response in hand is closed (see do)
 	}
 	// The user's code runs once the key is in order: should it panic, the
 	// response in hand is closed (see do), and the key holds nothing.
@@ -469,7 +483,7 @@ func (r *request) prepared(attempt int) (next *http.Request, why string) {
 func (r *request) earliest(now time.Time, delay time.Duration) time.Time {
 	ks := r.ks
 	ks.mu.Lock()
-	at, _ := ks.lowerBound(now, r.t.since(now), 0)
+	at, _ := ks.lowerBound(now, r.t.since(now), 0, r.cost)
 	ks.mu.Unlock()
 	if d := now.Add(delay); d.After(at) {
 		return d
@@ -524,7 +538,7 @@ func (r *request) count(err error) {
 	case errors.Is(err, ErrClosed):
 		ks.troubled().stats.RefusedClosed++
 	case errors.Is(err, ErrQueueFull), errors.Is(err, ErrWouldExceedDeadline), errors.Is(err, ErrPaused),
-		errors.Is(err, ErrMaxElapsed), errors.Is(err, ErrStoreUnavailable):
+		errors.Is(err, ErrMaxElapsed), errors.Is(err, ErrStoreUnavailable), errors.Is(err, ErrCostTooLarge):
 		// counted where refused
 	default:
 		ks.troubled().stats.Canceled++

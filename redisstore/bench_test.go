@@ -44,7 +44,7 @@ func BenchmarkReserve(b *testing.B) {
 // reports decisions/s.
 func benchReserve(b *testing.B, s *redisstore.Store, p throttle.Policy, goroutines int) {
 	ctx := context.Background()
-	if _, err := s.Reserve(ctx, "bench", p, time.Hour); err != nil { // loads the script
+	if _, err := s.Reserve(ctx, "bench", p, 1, time.Hour); err != nil { // loads the script
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
@@ -58,7 +58,7 @@ func benchReserve(b *testing.B, s *redisstore.Store, p throttle.Policy, goroutin
 	for range goroutines {
 		wg.Go(func() {
 			for left.Add(-1) >= 0 {
-				if r, err := s.Reserve(ctx, "bench", p, 1<<62); err != nil || !r.OK {
+				if r, err := s.Reserve(ctx, "bench", p, 1, 1<<62); err != nil || !r.OK {
 					b.Errorf("Reserve: %+v, %v", r, err)
 					return
 				}

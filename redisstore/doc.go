@@ -23,7 +23,10 @@
 // process (a 429 and its Retry-After, quota headers saying nothing
 // remains), and a pace cut after a refusal, climbing back by a tenth of
 // Rate per second. Each process books its requests' departures from Redis
-// and sleeps until its own, without polling.
+// (each of the units of its [throttle.Cost]) and sleeps until its own,
+// without polling. The correction of a cost by the server's figure
+// ([throttle.WithCost]) holds in the process that read the answer; Redis
+// keeps the cost booked.
 //
 // Each process keeps its own line per key (first come, first served,
 // deadlines, Close), its Policy.MaxInFlight cap (requests in flight from
@@ -63,7 +66,8 @@
 // set per Window, named by its N and Per (in nanoseconds).
 //
 // Times are microseconds of the Redis server's clock. A window's sorted
-// set keeps the last N departures, trimmed at each booking. Each script
+// set keeps the last N units departed (a departure of n units is n
+// members), trimmed at each booking. Each script
 // sets its keys' time to live (PEXPIRE) as it writes them: until the state
 // no longer holds any departure (the bucket full again, the pause over,
 // the window's newest departure Per ago, a cut pace climbed back), and a

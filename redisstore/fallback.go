@@ -76,11 +76,11 @@ func (h *health) answered(ctx context.Context, err, down error, timeout time.Dur
 
 // reserveAlone books the departure in the Store's own MemoryStore, at its
 // share of the quota, or fails with why under FailClosed.
-func (s *Store) reserveAlone(ctx context.Context, key string, p throttle.Policy, maxWait time.Duration, why error) (throttle.Reservation, error) {
+func (s *Store) reserveAlone(ctx context.Context, key string, p throttle.Policy, n int, maxWait time.Duration, why error) (throttle.Reservation, error) {
 	if s.cfg.share == 0 {
 		return throttle.Reservation{}, why
 	}
-	res, err := s.local.Reserve(ctx, key, shareOf(p, s.cfg.share), maxWait)
+	res, err := s.local.Reserve(ctx, key, shareOf(p, s.cfg.share), n, maxWait)
 	if err != nil {
 		return throttle.Reservation{}, err
 	}

@@ -29,7 +29,7 @@ func TestRedisHangs(t *testing.T) {
 	s := redisstore.New(c, redisstore.WithTimeout(timeout), redisstore.FailOpen(0.5))
 	p := throttle.Policy{Rate: 100, Burst: 10}
 	ctx := context.Background()
-	if r, err := s.Reserve(ctx, "hang", p, time.Hour); err != nil || r.Fallback != nil {
+	if r, err := s.Reserve(ctx, "hang", p, 1, time.Hour); err != nil || r.Fallback != nil {
 		t.Fatalf("Reserve with Redis up: %+v, %v", r, err)
 	}
 
@@ -47,7 +47,7 @@ func TestRedisHangs(t *testing.T) {
 	var took []time.Duration
 	for range 20 {
 		start := time.Now()
-		r, err := s.Reserve(ctx, "hang", p, time.Hour)
+		r, err := s.Reserve(ctx, "hang", p, 1, time.Hour)
 		took = append(took, time.Since(start))
 		if err != nil || !errors.Is(r.Fallback, throttle.ErrStoreUnavailable) {
 			t.Fatalf("Reserve with Redis stopped: %+v, %v; want booked alone", r, err)
@@ -66,7 +66,7 @@ func TestRedisHangs(t *testing.T) {
 	resume()
 	back := time.Now()
 	for {
-		r, err := s.Reserve(ctx, "hang", p, time.Hour)
+		r, err := s.Reserve(ctx, "hang", p, 1, time.Hour)
 		if err == nil && r.Fallback == nil {
 			break
 		}

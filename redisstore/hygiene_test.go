@@ -28,7 +28,7 @@ func scan(t *testing.T, c *redis.Client, prefix string) []string {
 func book(t *testing.T, s *redisstore.Store, key string, p throttle.Policy, n int) {
 	t.Helper()
 	for i := range n {
-		r, err := s.Reserve(context.Background(), key, p, time.Hour)
+		r, err := s.Reserve(context.Background(), key, p, 1, time.Hour)
 		if err != nil || !r.OK || r.Fallback != nil {
 			t.Fatalf("Reserve %d: %+v, %v", i, r, err)
 		}

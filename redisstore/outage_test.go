@@ -122,7 +122,7 @@ func TestRedisGoneAndBack(t *testing.T) {
 	reserve := func(s *redisstore.Store, key string) (throttle.Reservation, time.Time, error) {
 		t.Helper()
 		start := time.Now()
-		r, err := s.Reserve(context.Background(), key, p, time.Hour)
+		r, err := s.Reserve(context.Background(), key, p, 1, time.Hour)
 		slowest = max(slowest, time.Since(start))
 		return r, start.Add(r.Wait), err
 	}

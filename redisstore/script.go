@@ -46,9 +46,9 @@ func policyArgs(p throttle.Policy, rest int) []any {
 	return args
 }
 
-// reserveArgs are the arguments of reserve.lua.
-func reserveArgs(p throttle.Policy, maxWait time.Duration) []any {
-	args := append(policyArgs(p, 1+2*len(p.Windows)), micros(maxWait))
+// reserveArgs are the arguments of reserve.lua: a departure of n units.
+func reserveArgs(p throttle.Policy, n int, maxWait time.Duration) []any {
+	args := append(policyArgs(p, 2+2*len(p.Windows)), micros(maxWait), n)
 	for _, w := range p.Windows {
 		args = append(args, w.N, microsUp(w.Per))
 	}

@@ -49,20 +49,21 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	return &Store{client: client, cfg: cfg, local: throttle.NewMemoryStore()}
 }
 
-// Reserve books the key's next departure; see [throttle.Store].
-func (s *Store) Reserve(ctx context.Context, key string, p throttle.Policy, maxWait time.Duration) (throttle.Reservation, error) {
+// Reserve books the key's next departure, of n units; see [throttle.Store].
+func (s *Store) Reserve(ctx context.Context, key string, p throttle.Policy, n int, maxWait time.Duration) (throttle.Reservation, error) {
 	if err := ctx.Err(); err != nil {
 		return throttle.Reservation{}, err
 	}
+	n = max(n, 1)
 	ask, down := s.health.ask(time.Now())
 	if !ask {
-		return s.reserveAlone(ctx, key, p, maxWait, down)
+		return s.reserveAlone(ctx, key, p, n, maxWait, down)
 	}
-	res, err := s.reserve(ctx, key, p, maxWait)
+	res, err := s.reserve(ctx, key, p, n, maxWait)
 	if err = s.health.answered(ctx, err, down, s.cfg.timeout); err == nil || ctx.Err() != nil {
 		return res, err
 	}
-	return s.reserveAlone(ctx, key, p, maxWait, err)
+	return s.reserveAlone(ctx, key, p, n, maxWait, err)
 }
 
 // Slow shares a pause and a cut pace; see [throttle.Store].
@@ -82,10 +83,10 @@ func (s *Store) Slow(ctx context.Context, key string, p throttle.Policy, sd thro
 }
 
 // reserve runs reserve.lua.
-func (s *Store) reserve(ctx context.Context, key string, p throttle.Policy, maxWait time.Duration) (throttle.Reservation, error) {
+func (s *Store) reserve(ctx context.Context, key string, p throttle.Policy, n int, maxWait time.Duration) (throttle.Reservation, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
-	v, err := reserveScript.Run(ctx, s.client, s.keys(key, p), reserveArgs(p, maxWait)...).Int64Slice()
+	v, err := reserveScript.Run(ctx, s.client, s.keys(key, p), reserveArgs(p, n, maxWait)...).Int64Slice()
 	if err != nil {
 		return throttle.Reservation{}, err
 	}

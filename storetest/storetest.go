@@ -71,6 +71,10 @@ var Tests = []Test{
 	{"Queue", testQueue},
 	{"Window", testWindow},
 	{"WindowAndRate", testWindowAndRate},
+	{"BucketCost", testBucketCost},
+	{"BucketCostBeyondDepth", testBucketCostBeyondDepth},
+	{"QueueCost", testQueueCost},
+	{"WindowCost", testWindowCost},
 	{"MaxWait", testMaxWait},
 	{"Pause", testPause},
 	{"PaceCut", testPaceCut},
@@ -89,12 +93,24 @@ func Run(t *testing.T, newStore func(t *testing.T) throttle.Store, c Clock) {
 
 var never = time.Duration(math.MaxInt64)
 
-// waits books n departures of key under p and returns their waits.
+// waits books n departures of key under p, of one unit each, and returns
+// their waits.
 func waits(t *testing.T, s throttle.Store, key string, p throttle.Policy, n int) []time.Duration {
 	t.Helper()
-	out := make([]time.Duration, n)
+	costs := make([]int, n)
+	for i := range costs {
+		costs[i] = 1
+	}
+	return costly(t, s, key, p, costs...)
+}
+
+// costly books departures of key under p, of the units given, and returns
+// their waits.
+func costly(t *testing.T, s throttle.Store, key string, p throttle.Policy, units ...int) []time.Duration {
+	t.Helper()
+	out := make([]time.Duration, len(units))
 	for i := range out {
-		r, err := s.Reserve(context.Background(), key, p, never)
+		r, err := s.Reserve(context.Background(), key, p, units[i], never)
 		if err != nil {
 			t.Fatalf("Reserve %d: %v", i, err)
 		}
@@ -145,13 +161,46 @@ func testWindowAndRate(t *testing.T, s throttle.Store, c Clock) {
 	near(t, c, got, func(i int) time.Duration { return c.ms([]int{0, 100, 200, 1000, 1100}[i]) })
 }
 
+// testBucketCost: a departure of n units takes n tokens: a bucket of depth
+// 5 (Burst 6) at 10/s lets 5 units go at once, the next 5 after 500 ms,
+// then 1 after 100 ms more, and 2 after 200 ms more.
+func testBucketCost(t *testing.T, s throttle.Store, c Clock) {
+	got := costly(t, s, "bucket-cost", throttle.Policy{Rate: c.rate(10), Burst: 6}, 5, 5, 1, 2)
+	near(t, c, got, func(i int) time.Duration { return c.ms([]int{0, 500, 600, 800}[i]) })
+}
+
+// testBucketCostBeyondDepth: a departure of more units than the bucket
+// holds (as a Transport asks when its own reserve against jitter has grown)
+// goes when the bucket is full, and leaves it owing the rest: a bucket of
+// depth 2 at 10/s, 4 units at once, and the next unit 300 ms later.
+func testBucketCostBeyondDepth(t *testing.T, s throttle.Store, c Clock) {
+	got := costly(t, s, "bucket-cost-deep", throttle.Policy{Rate: c.rate(10), Burst: 3}, 4, 1)
+	near(t, c, got, func(i int) time.Duration { return c.ms([]int{0, 300}[i]) })
+}
+
+// testQueueCost: a leaky bucket releases a departure of n units at its
+// turn, and the next one n/Rate after it.
+func testQueueCost(t *testing.T, s throttle.Store, c Clock) {
+	got := costly(t, s, "queue-cost", throttle.Policy{Rate: c.rate(10), Queue: 100}, 3, 1, 4, 1)
+	near(t, c, got, func(i int) time.Duration { return c.ms([]int{0, 300, 400, 800}[i]) })
+}
+
+// testWindowCost: at most N units in any interval of length Per: 3 and 2
+// at once in a window of 5, the 4 and a 1 a window later, the next 1 when
+// the 4 has aged out, the 5 a window after that, the 2 a window after the 5.
+func testWindowCost(t *testing.T, s throttle.Store, c Clock) {
+	p := throttle.Policy{Windows: []throttle.Window{{N: 5, Per: c.d(time.Second)}}}
+	got := costly(t, s, "window-cost", p, 3, 2, 4, 1, 1, 5, 2)
+	near(t, c, got, func(i int) time.Duration { return c.d(time.Second * time.Duration([]int{0, 0, 1, 1, 2, 3, 4}[i])) })
+}
+
 // testMaxWait: a departure later than maxWait is not booked: asking again
 // finds the same one.
 func testMaxWait(t *testing.T, s throttle.Store, c Clock) {
 	p := throttle.Policy{Rate: c.rate(10), Queue: 10}
 	waits(t, s, "maxwait", p, 3) // 0, 100 ms, 200 ms: the next is at 300 ms
 	for range 3 {
-		r, err := s.Reserve(context.Background(), "maxwait", p, c.ms(100))
+		r, err := s.Reserve(context.Background(), "maxwait", p, 1, c.ms(100))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +219,7 @@ func testPause(t *testing.T, s throttle.Store, c Clock) {
 	if err := s.Slow(context.Background(), "pause", p, throttle.Slowdown{Pause: c.ms(2000)}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.Reserve(context.Background(), "pause", p, never)
+	r, err := s.Reserve(context.Background(), "pause", p, 1, never)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +283,7 @@ func testConcurrent(t *testing.T, s throttle.Store, c Clock) {
 	for range workers {
 		wg.Go(func() {
 			for range each {
-				r, err := s.Reserve(context.Background(), "concurrent", p, never)
+				r, err := s.Reserve(context.Background(), "concurrent", p, 1, never)
 				if err != nil || !r.OK {
 					t.Errorf("Reserve: %+v, %v", r, err)
 					return
@@ -265,7 +314,7 @@ func testConcurrent(t *testing.T, s throttle.Store, c Clock) {
 func testCanceled(t *testing.T, s throttle.Store, _ Clock) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := s.Reserve(ctx, "canceled", throttle.Policy{Rate: 1, Burst: 1}, never)
+	_, err := s.Reserve(ctx, "canceled", throttle.Policy{Rate: 1, Burst: 1}, 1, never)
 	if !errors.Is(err, context.Canceled) && !errors.Is(err, throttle.ErrStoreUnavailable) {
 		t.Fatalf("Reserve with a canceled context: %v, want context.Canceled", err)
 	}

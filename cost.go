@@ -1,0 +1,156 @@
+package throttle
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// This file holds what a request's cost changes beyond the pacer's
+// arithmetic: the check that a key can ever admit it, and the server's own
+// figure of what it cost, read by WithCost's function, which corrects the
+// charge. The rules are in Cost's documentation.
+
+// tooCostly returns, for an attempt of the cost given, the limit of ks that
+// can never admit it and the error that says so (matching ErrCostTooLarge),
+// or a nil error. ks.mu must be held.
+//
+// A token bucket holds Burst less the token kept in reserve (max(1,
+// Burst-1), what its limiter is made with): more, and the server's own
+// bucket, as deep as Burst, would refuse it whenever a request overtook
+// another. Beyond that one token, the reserve grows with the jitter the key
+// sees; an attempt that costs more than the bucket holds then goes when it
+// is full (see tokensFor). A leaky bucket admits any cost: it goes at its
+// turn, and the next waits for what it took. A pace learned from the
+// server, or its quota headers, are no Policy: a cost beyond them is sent
+// when they are whole, and the server decides.
+func (ks *keyState) tooCostly(cost int) (holder, error) {
+	p := &ks.pol.Policy
+	if most := max(1, p.Burst-1); p.paced() && p.Queue == 0 && cost > most {
+		return holder{limit: LimitRate}, fmt.Errorf("%w: cost %d, and the token bucket holds %d (Burst %d, less the token kept in reserve)",
+			ErrCostTooLarge, cost, most, p.Burst)
+	}
+	for _, w := range p.Windows {
+		if cost > w.N {
+			return holder{LimitWindow, w}, fmt.Errorf("%w: cost %d, more than the window's N of %d", ErrCostTooLarge, cost, w.N)
+		}
+	}
+	return holder{}, nil
+}
+
+// WithCost sets how the Transport reads, from an answer, what its request
+// really cost, in the units of [Cost]: fn is given each response (any
+// status, 429s included: a refused request may have cost nothing) and
+// returns the figure, or ok false when the answer says nothing. The
+// attempt's charge is then corrected against the key's limits:
+//
+//   - a figure above the charge takes the difference too: tokens from the
+//     bucket (which may leave it owing: the requests after wait), and as
+//     many entries in each Window, from the answer's time;
+//   - a figure below gives back the difference: tokens to the bucket (up to
+//     what it holds), and the attempt's last entries in each Window,
+//     which the server says it did not count.
+//
+// What the server's quota headers say remains needs no correction: their
+// counts are the server's. With a Store (WithStore), the shared quota
+// keeps the charge booked; the correction holds in this Transport.
+//
+// fn may read the response's status and header, not its body, which is
+// the caller's. It is called from the request's goroutine, once per
+// attempt answered (retries included, each corrected on its own), and must
+// be quick. A figure below 0 or above 1e9 is ignored. Should fn panic, the
+// key is left in order (the charge as it was, the in-flight slot and the
+// probe given back), the response is closed and the panic goes on to the
+// caller, as for Retry's hooks. nil, the default: each attempt is charged
+// the cost given with Cost, 1 without it.
+//
+// [CostHeader] reads the figure from a header.
+func WithCost(fn func(resp *http.Response) (n int, ok bool)) Option {
+	return optionFunc(func(c *config) {
+		c.once("WithCost")
+		c.cost = fn
+	})
+}
+
+// CostHeader returns a function for [WithCost] that reads what a request
+// cost from the named header of its answer: a whole number of units
+// ("12"), with surrounding whitespace. An answer without the header, or
+// with another value, says nothing.
+func CostHeader(name string) func(*http.Response) (int, bool) {
+	name = http.CanonicalHeaderKey(name)
+	return func(resp *http.Response) (int, bool) {
+		v := resp.Header[name]
+		if len(v) == 0 {
+			return 0, false
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v[0]))
+		return n, err == nil
+	}
+}
+
+// figure is what WithCost's function said of an answer.
+type figure struct {
+	n   int // the units the attempt cost, if ok
+	ok  bool
+	hit any // the function panicked with this: the panic goes on once the key is in order
+}
+
+// serverCost calls WithCost's function on resp. A panic in it is kept in
+// the figure, so that the key can be put in order before it goes on.
+func (t *Transport) serverCost(resp *http.Response) (f figure) {
+	defer func() {
+		if p := recover(); p != nil {
+			f = figure{hit: p}
+		}
+	}()
+	n, ok := t.cfg.cost(resp)
+	if ok && n >= 0 && n <= maxCost {
+		f.n, f.ok = n, true
+	}
+	return f
+}
+
+// correct charges the attempt tk what its answer says it really cost, n
+// units, at now, and returns n. ks.mu must be held, and the answer learned
+// (its window entries closed).
+func (t *Transport) correct(ks *keyState, tk ticket, n int, now time.Time) int {
+	diff := n - int(tk.cost)
+	if diff == 0 {
+		return n
+	}
+	now, at := ks.clock(now, t.since(now))
+	if diff > 0 {
+		if ks.lim != nil {
+			takeTokens(ks.lim, now, diff)
+		}
+		ks.admitted += uint64(diff)
+		for i := range ks.wins {
+			ks.wins[i].put(at, ks.admitted, diff, false)
+		}
+	} else {
+		if ks.lim != nil {
+			giveTokens(ks.lim, now, -diff)
+		}
+		for i := range ks.wins {
+			ks.wins[i].drop(tk.adm, -diff)
+		}
+		ks.troubled().stats.refunded += int64(-diff)
+	}
+	ks.wakeHead()
+	return n
+}
+
+// giveTokens gives n tokens back to lim at now, up to what it holds. A
+// reservation of -n tokens is what x/time/rate offers for it: it adds them
+// (the limiter caps its tokens at its depth when next it counts them), and
+// nothing else of the limiter moves. (Reservation.Cancel gives back a
+// whole reservation, and only before its time.)
+func giveTokens(lim *rate.Limiter, now time.Time, n int) {
+	if n > 0 {
+		lim.ReserveN(now, -n)
+	}
+}

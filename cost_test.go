@@ -1,0 +1,542 @@
+package throttle_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlehttp/throttle"
+)
+
+// costly sends a GET to url through rt, charged cost, and returns when it
+// went (from start) and its error.
+func costly(t *testing.T, rt http.RoundTripper, start time.Time, url string, cost int) (time.Duration, error) {
+	t.Helper()
+	return costlyCtx(t, context.Background(), rt, start, url, cost)
+}
+
+func costlyCtx(t *testing.T, ctx context.Context, rt http.RoundTripper, start time.Time, url string, cost int) (time.Duration, error) {
+	t.Helper()
+	err := doCtx(t, throttle.With(ctx, throttle.Cost(cost)), rt, url)
+	return time.Since(start), err
+}
+
+// figures is a base RoundTripper that answers 200 with the cost the
+// request's X-Figure header asks for in X-Cost, the server's figure, and
+// logs when each request came.
+func figures() (rtFunc, func() []time.Duration) {
+	var mu sync.Mutex
+	var at []time.Duration
+	start := time.Now()
+	return func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			at = append(at, time.Since(start))
+			mu.Unlock()
+			if f := req.Header.Get("X-Figure"); f != "" {
+				return reply(req, http.StatusOK, "X-Cost", f), nil
+			}
+			return reply(req, http.StatusOK), nil
+		}, func() []time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]time.Duration(nil), at...)
+		}
+}
+
+// A cost-n request takes n tokens of a token bucket: a bucket of depth 5
+// (Burst 6, less the token in reserve) at 10/s lets a cost-5 request go at
+// once, the next cost-5 one 5/Rate later, and a cost-1 one 1/Rate after.
+func TestCostTakesTokens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := throttle.New(newRecorder(), throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 6}))
+		defer rt.Close()
+		start := time.Now()
+		var got []time.Duration
+		for _, cost := range []int{5, 5, 1, 2} {
+			at, err := costly(t, rt, start, "http://api.test/q", cost)
+			require.NoError(t, err)
+			got = append(got, at)
+		}
+		assert.Equal(t, []time.Duration{0, ms(500), ms(600), ms(800)}, got)
+		st := rt.Stats().Total
+		assert.EqualValues(t, 4, st.Requests)
+		assert.EqualValues(t, 4, st.Attempts)
+		assert.EqualValues(t, 13, st.Units)
+	})
+}
+
+// A leaky bucket releases a cost-n request at its turn, and the one after
+// it n/Rate later, in the order they came.
+func TestCostInTheQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newRecorder()
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 10, Queue: 10}))
+		defer rt.Close()
+		var wg sync.WaitGroup
+		for i, cost := range []int{3, 1, 4, 1} {
+			wg.Go(func() {
+				ctx := throttle.With(context.Background(), throttle.Cost(cost))
+				assert.NoError(t, doCtx(t, ctx, rt, fmt.Sprint("http://api.test/", i)))
+			})
+			synctest.Wait() // in this order
+		}
+		wg.Wait()
+		assert.Equal(t, []time.Duration{0, ms(300), ms(400), ms(800)}, base.times())
+		assert.Equal(t, []string{"http://api.test/0", "http://api.test/1", "http://api.test/2", "http://api.test/3"}, base.urls())
+	})
+}
+
+// A window counts a cost-n request as n: never more than N units in any
+// interval of length Per, exactly.
+func TestCostInWindows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := throttle.New(newRecorder(), throttle.WithPolicy(throttle.Policy{
+			Windows: []throttle.Window{{N: 5, Per: time.Second}}}))
+		defer rt.Close()
+		start := time.Now()
+		costs := []int{3, 2, 4, 1, 1, 5, 2}
+		var got []time.Duration
+		for _, cost := range costs {
+			at, err := costly(t, rt, start, "http://api.test/q", cost)
+			require.NoError(t, err)
+			got = append(got, at)
+		}
+		// 3+2 at once; the 4 when both have aged out, the 1 beside it;
+		// the next 1 when the 4 has; the 5 when all have; the 2 a window
+		// after the 5.
+		want := []time.Duration{0, 0, time.Second, time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second}
+		assert.Equal(t, want, got)
+		for i := range got { // the rule itself, for every interval
+			units := 0
+			for j := i; j < len(got) && got[j]-got[i] < time.Second; j++ {
+				units += costs[j]
+			}
+			assert.LessOrEqual(t, units, 5, "units within a second from %v", got[i])
+		}
+	})
+}
+
+// A cost that a limit can never admit fails at once, unsent, with
+// ErrCostTooLarge naming the key, the limit and the cost; a cost a limit
+// can admit, however large beside the others, waits its turn.
+func TestCostTooLarge(t *testing.T) {
+	hourly := throttle.Window{N: 5000, Per: time.Hour}
+	tests := []struct {
+		name   string
+		pol    throttle.Policy
+		cost   int
+		limit  throttle.Limit // LimitNone: admitted
+		window throttle.Window
+		says   string
+	}{
+		{"bucket holds Burst less its reserve", throttle.Policy{Rate: 10, Burst: 5}, 5, throttle.LimitRate, throttle.Window{},
+			`key "api.test": rate: cost too large: cost 5, and the token bucket holds 4 (Burst 5, less the token kept in reserve)`},
+		{"bucket of one", throttle.Policy{Rate: 10, Burst: 1}, 2, throttle.LimitRate, throttle.Window{}, "holds 1"},
+		{"bucket, at its depth", throttle.Policy{Rate: 10, Burst: 5}, 4, throttle.LimitNone, throttle.Window{}, ""},
+		{"window", throttle.Policy{Rate: 100, Queue: 10, Windows: []throttle.Window{hourly}}, 5001, throttle.LimitWindow, hourly,
+			`key "api.test": window 5000/1h0m0s: cost too large: cost 5001, more than the window's N of 5000`},
+		{"window, at its N", throttle.Policy{Windows: []throttle.Window{hourly}}, 5000, throttle.LimitNone, throttle.Window{}, ""},
+		{"queue admits any cost", throttle.Policy{Rate: 1000, Queue: 1}, 100, throttle.LimitNone, throttle.Window{}, ""},
+		{"unpaced", throttle.Policy{}, 1_000_000_000, throttle.LimitNone, throttle.Window{}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := newRecorder()
+				rt := throttle.New(base, throttle.WithPolicy(tc.pol))
+				defer rt.Close()
+				start := time.Now()
+				at, err := costly(t, rt, start, "http://api.test/q", tc.cost)
+				if tc.limit == throttle.LimitNone {
+					require.NoError(t, err)
+					assert.Len(t, base.times(), 1)
+					return
+				}
+				require.ErrorIs(t, err, throttle.ErrCostTooLarge)
+				var we *throttle.WaitError
+				require.ErrorAs(t, err, &we)
+				assert.Equal(t, tc.limit, we.Limit)
+				assert.Equal(t, tc.window, we.Window)
+				assert.Equal(t, "api.test", we.Key)
+				assert.Contains(t, err.Error(), tc.says)
+				assert.Zero(t, at, "at once")
+				assert.Empty(t, base.times(), "nothing sent")
+				st := rt.Stats().Total
+				assert.EqualValues(t, 1, st.RefusedCost)
+				assert.Zero(t, st.Canceled)
+				assert.Zero(t, st.Units)
+				assert.NoError(t, do(t, rt, "http://api.test/q"), "the key still works")
+			})
+		})
+	}
+}
+
+// A cost outside 1 to 1e9 is refused at once as an invalid request
+// option; nothing is sent and the body is closed.
+func TestCostInvalid(t *testing.T) {
+	for _, n := range []int{0, -1, 1_000_000_001} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			base := newRecorder()
+			rt := throttle.New(base)
+			defer rt.Close()
+			bodies := &countingBodies{}
+			body, _ := bodies.get()
+			req, err := http.NewRequestWithContext(throttle.With(context.Background(), throttle.Cost(n)),
+				http.MethodPost, "http://api.test/q", body)
+			require.NoError(t, err)
+			_, err = rt.RoundTrip(req)
+			require.ErrorIs(t, err, throttle.ErrInvalidRequestOption)
+			assert.Contains(t, err.Error(), fmt.Sprintf("Cost: %d, want 1 to 1000000000 units", n))
+			assert.Empty(t, base.times())
+			assert.Equal(t, 1, bodies.closed)
+		})
+	}
+}
+
+// Every retry of a cost-n request is charged n again.
+func TestCostChargedForEachRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base, log := answering(http.StatusServiceUnavailable) // then 200; Retry-After 1
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 1, Burst: 11}))
+		defer rt.Close()
+		start := time.Now()
+		at, err := costly(t, rt, start, "http://api.test/q", 4)
+		require.NoError(t, err)
+		assert.Equal(t, time.Second, at, "the retry after its Retry-After")
+		// 10 tokens, less 4 at 0 and 4 at 1 s, plus 1 refilled: 3 left.
+		at, err = costly(t, rt, start, "http://api.test/q", 4)
+		require.NoError(t, err)
+		assert.Equal(t, 2*time.Second, at, "the next cost-4 request waits for the token it lacks")
+		assert.Len(t, log(), 3)
+		st := rt.Stats().Total
+		assert.EqualValues(t, 3, st.Attempts)
+		assert.EqualValues(t, 12, st.Units)
+	})
+}
+
+// A wait that cannot end before the deadline fails at once, counting the
+// cost, and takes nothing.
+func TestCostWouldExceedDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := throttle.New(newRecorder(), throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 6}))
+		defer rt.Close()
+		start := time.Now()
+		_, err := costly(t, rt, start, "http://api.test/q", 5) // the bucket is empty
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), ms(250)) // 2 tokens by then; the cost is 3
+		defer cancel()
+		at, err := costlyCtx(t, ctx, rt, start, "http://api.test/q", 3)
+		require.ErrorIs(t, err, throttle.ErrWouldExceedDeadline)
+		assert.Zero(t, at, "at once")
+		var we *throttle.WaitError
+		require.ErrorAs(t, err, &we)
+		assert.Equal(t, throttle.LimitRate, we.Limit)
+		assert.Equal(t, start.Add(ms(300)), we.Until)
+		// The same request without a deadline goes when 3 tokens are in:
+		// the refused one took none.
+		at, err = costly(t, rt, start, "http://api.test/q", 3)
+		require.NoError(t, err)
+		assert.Equal(t, ms(300), at)
+	})
+}
+
+// The server's figure corrects the charge: more than charged takes the
+// difference from the bucket (into debt) and the windows, from the
+// answer; less gives it back. The next request shows it.
+func TestCostCorrectedByTheServer(t *testing.T) {
+	bucket := throttle.Policy{Rate: 10, Burst: 11} // depth 10
+	window := throttle.Policy{Windows: []throttle.Window{{N: 10, Per: time.Second}}}
+	tests := []struct {
+		name         string
+		pol          throttle.Policy
+		cost, figure int
+		next         int           // the next request's cost
+		wait         time.Duration // and its wait
+		units        int64
+	}{
+		{"bucket, up", bucket, 2, 8, 4, ms(200), 12},
+		{"bucket, up into debt", bucket, 2, 15, 1, ms(600), 16},
+		{"bucket, down", bucket, 8, 2, 8, 0, 10},
+		{"bucket, no figure", bucket, 8, -1, 8, ms(600), 16},
+		{"bucket, figure ignored", bucket, 8, 1_000_000_001, 8, ms(600), 16},
+		{"bucket, zero", bucket, 8, 0, 10, 0, 10},
+		{"window, up", window, 2, 8, 4, time.Second, 12},
+		{"window, down", window, 8, 2, 8, 0, 10},
+		{"window, no figure", window, 8, -1, 8, time.Second, 16},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base, _ := figures()
+				var mu sync.Mutex
+				var answered []int
+				rt := throttle.New(base, throttle.WithPolicy(tc.pol), throttle.WithCost(throttle.CostHeader("x-cost")),
+					throttle.WithEvents(func(e throttle.Event) {
+						if e.Kind == throttle.EventAnswered {
+							mu.Lock()
+							answered = append(answered, e.Cost)
+							mu.Unlock()
+						}
+					}))
+				defer rt.Close()
+				start := time.Now()
+				req := newReq(t, throttle.With(context.Background(), throttle.Cost(tc.cost)), http.MethodGet, "http://api.test/q")
+				if tc.figure >= 0 {
+					req.Header.Set("X-Figure", strconv.Itoa(tc.figure))
+				}
+				resp, err := rt.RoundTrip(req)
+				require.NoError(t, err)
+				resp.Body.Close()
+				at, err := costly(t, rt, start, "http://api.test/q", tc.next)
+				require.NoError(t, err)
+				assert.Equal(t, tc.wait, at)
+				assert.EqualValues(t, tc.units, rt.Stats().Total.Units)
+				first := tc.cost
+				if tc.figure >= 0 && tc.figure <= 1_000_000_000 {
+					first = tc.figure
+				}
+				assert.Equal(t, []int{first, tc.next}, answered, "EventAnswered's Cost: what was charged")
+			})
+		})
+	}
+}
+
+// A window corrected up counts the difference from the answer, not from
+// the sending: a request 300 ms on the wire, charged 2 and found to cost
+// 8, holds the window until a second after its answer.
+func TestCostCorrectionCountsFromTheAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fast, _ := figures()
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Header.Get("X-Figure") != "" {
+				time.Sleep(ms(300))
+			}
+			return fast(r)
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 10, Per: time.Second}}}),
+			throttle.WithCost(throttle.CostHeader("X-Cost")))
+		defer rt.Close()
+		start := time.Now()
+		req := newReq(t, throttle.With(context.Background(), throttle.Cost(2)), http.MethodGet, "http://api.test/q")
+		req.Header.Set("X-Figure", "8")
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		at, err := costly(t, rt, start, "http://api.test/q", 3)
+		require.NoError(t, err)
+		assert.Equal(t, ms(1300), at)
+	})
+}
+
+// A WithCost function that panics leaves the key in order — the slot
+// given back, the probe's answer taken, the tokens as charged — and the
+// response closed; the panic goes on to the caller, as Retry's hooks'.
+func TestCostHookPanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var sent []time.Duration
+		body := &closeCounter{Reader: strings.NewReader("x")}
+		start := time.Now()
+		calls := 0
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			sent = append(sent, time.Since(start))
+			calls++
+			if calls == 1 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			resp := reply(r, http.StatusOK)
+			resp.Body = body
+			return resp, nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 11, MaxInFlight: 1}),
+			throttle.WithCost(func(resp *http.Response) (int, bool) {
+				if resp.StatusCode == http.StatusOK && resp.Request.URL.Path == "/boom" {
+					panic("cost")
+				}
+				return 0, false
+			}))
+		defer rt.Close()
+		// A 429 pauses the key for a second; the first request after it
+		// is the probe, whose hook panics.
+		require.NoError(t, doCtx(t, throttle.With(context.Background(), throttle.NoRetry()), rt, "http://api.test/x"))
+		time.Sleep(time.Second)
+		req := newReq(t, throttle.With(context.Background(), throttle.Cost(4)), http.MethodGet, "http://api.test/boom")
+		assert.PanicsWithValue(t, "cost", func() { _, _ = rt.RoundTrip(req) })
+		assert.Equal(t, 1, body.closed, "the response is closed")
+		st := rt.Stats().Total
+		assert.Zero(t, st.Slots, "the slot is given back")
+		assert.Zero(t, st.InFlight)
+		assert.EqualValues(t, 5, st.Units, "charged as given")
+		// The probe's answer was taken: the next request does not wait a
+		// second for it, and finds the slot free. (The resume after a
+		// probe empties the bucket: it waits one token, at the pace the
+		// 429 cut to 8/s.)
+		at, err := costly(t, rt, start, "http://api.test/y", 1)
+		require.NoError(t, err)
+		assert.Equal(t, time.Second+ms(125), at)
+	})
+}
+
+// A window given back units by the server's figures has their room at
+// once (GitHub's GraphQL: a query estimated at 5 points that cost 1): in a
+// window of 10, six such queries go at once — each charged 5 on the wire,
+// 1 once answered — and the seventh when the first units age out.
+func TestCostWindowGivesBackAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base, _ := figures()
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 10, Per: time.Second}}}),
+			throttle.WithCost(throttle.CostHeader("X-Cost")))
+		defer rt.Close()
+		start := time.Now()
+		var got []time.Duration
+		for range 8 {
+			req := newReq(t, throttle.With(context.Background(), throttle.Cost(5)), http.MethodPost, "http://api.test/graphql")
+			req.Header.Set("X-Figure", "1")
+			resp, err := rt.RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			got = append(got, time.Since(start))
+		}
+		assert.Equal(t, []time.Duration{0, 0, 0, 0, 0, 0, time.Second, time.Second}, got)
+		assert.EqualValues(t, 8, rt.Stats().Total.Units)
+	})
+}
+
+// Each unit of a costly attempt outlives the one N before it, not only its
+// last: answers that overtake one another leave an earlier admission
+// counting longer than a later one. In a window of 2, a slow request (its
+// answer at 800 ms) and a fast one (at once) hold a cost-2 request until the
+// slow one's unit has aged out.
+func TestCostWindowOutlivesEveryUnit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fast := newRecorder()
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Path == "/slow" {
+				time.Sleep(ms(800))
+			}
+			return fast.RoundTrip(r)
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 2, Per: time.Second}}}))
+		defer rt.Close()
+		start := time.Now()
+		var wg sync.WaitGroup
+		wg.Go(func() { assert.NoError(t, do(t, rt, "http://api.test/slow")) })
+		synctest.Wait()
+		require.NoError(t, do(t, rt, "http://api.test/fast"))
+		at, err := costly(t, rt, start, "http://api.test/costly", 2)
+		require.NoError(t, err)
+		assert.Equal(t, ms(1800), at)
+		wg.Wait()
+	})
+}
+
+// What the server's quota headers say remains is spent by each request's
+// cost while it is on its way: told 9 remain, two cost-4 requests go, and
+// a third must wait for the reset (here past its deadline: it fails at
+// once).
+func TestCostSpendsWhatTheServerSaysRemains(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Path == "/held" {
+				<-release
+			}
+			return reply(r, http.StatusOK, "X-RateLimit-Limit", "10", "X-RateLimit-Remaining", "9", "X-RateLimit-Reset", "60"), nil
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		require.NoError(t, do(t, rt, "http://api.test/first")) // 9 remain
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				_, err := costly(t, rt, start, "http://api.test/held", 4)
+				assert.NoError(t, err)
+			})
+			synctest.Wait()
+		}
+		assert.Equal(t, 2, rt.Stats().Total.InFlight, "two cost-4 requests on their way: 1 of 9 left")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		at, err := costlyCtx(t, ctx, rt, start, "http://api.test/q", 4)
+		require.ErrorIs(t, err, throttle.ErrWouldExceedDeadline)
+		assert.Zero(t, at)
+		var we *throttle.WaitError
+		require.ErrorAs(t, err, &we)
+		assert.Equal(t, throttle.LimitQuota, we.Limit)
+		_, err = costlyCtx(t, ctx, rt, start, "http://api.test/q", 1)
+		assert.NoError(t, err, "a request of cost 1 still fits")
+		close(release)
+		wg.Wait()
+	})
+}
+
+// Transports sharing a Store book each attempt's cost there: a cost-5
+// request through one Transport empties the shared bucket of 5, and the
+// other Transport's cost-5 request goes 5/Rate later, though its own
+// bucket is full.
+func TestCostSharedThroughTheStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := throttle.NewMemoryStore()
+		pol := throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 6})
+		a := throttle.New(newRecorder(), pol, throttle.WithStore(store))
+		defer a.Close()
+		b := throttle.New(newRecorder(), pol, throttle.WithStore(store))
+		defer b.Close()
+		start := time.Now()
+		at, err := costly(t, a, start, "http://api.test/q", 5)
+		require.NoError(t, err)
+		assert.Zero(t, at)
+		at, err = costly(t, b, start, "http://api.test/q", 5)
+		require.NoError(t, err)
+		assert.Equal(t, ms(500), at)
+		at, err = costly(t, a, start, "http://api.test/q", 1)
+		require.NoError(t, err)
+		assert.Equal(t, ms(600), at)
+	})
+}
+
+// A cost the bucket admits (up to Burst-1) still goes once the reserve the
+// key holds back against jitter has grown past it: when the bucket is
+// full, leaving it owing the rest. Round trips of 0 and 500 ms in turn
+// grow the reserve of a bucket of Burst 10 to 8 tokens: it holds 2, and a
+// cost-9 request takes 9 of them.
+func TestCostBeyondWhatTheReserveLeaves(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow := false
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Path != "/jitter" {
+				return reply(r, http.StatusOK), nil
+			}
+			if slow = !slow; slow {
+				time.Sleep(ms(500))
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 10}))
+		defer rt.Close()
+		for range 8 {
+			require.NoError(t, do(t, rt, "http://api.test/jitter"))
+		}
+		time.Sleep(10 * time.Second) // the bucket full again
+		start := time.Now()
+		at, err := costly(t, rt, start, "http://api.test/q", 9)
+		require.NoError(t, err)
+		assert.Zero(t, at, "at once: the bucket is full")
+		// Owing 7 (it held 2): the next waits for 8 tokens.
+		at, err = costly(t, rt, start, "http://api.test/q", 1)
+		require.NoError(t, err)
+		assert.Equal(t, ms(800), at)
+	})
+}
