@@ -39,8 +39,8 @@ func TestRoundTripAllocatesNothing(t *testing.T) {
 }
 
 // With events on, a request makes the URL they show (its one allocation)
-// unless its key's last request showed the same URL: a key whose requests
-// go to one URL allocates nothing.
+// unless they last showed the same URL: requests that go to one URL
+// allocate nothing.
 func TestRoundTripWithEventsAllocatesOnlyANewURL(t *testing.T) {
 	rt := throttle.New(okBase(), throttle.WithEvents(func(throttle.Event) {}),
 		throttle.WithPolicy(throttle.Policy{Rate: rate.Limit(1e9), Burst: 1 << 30}))

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -162,16 +163,24 @@ func (r *request) emit(e Event) {
 }
 
 // url is the request's URL as events show it (see shownURL), made when an
-// event first needs it, unless the key's last one (keyState.lastURL, read as
-// the request began) is the same: a key whose requests go to one URL (one
-// endpoint, or one path with different queries) makes it once, not once
-// per request.
+// event first needs it, unless the one they last showed on this P (see
+// lastURLs) is the same: requests that go to one URL (one endpoint, or one
+// path with different queries) make it once, not once each.
 func (r *request) url() string {
 	if r.shown == "" {
-		r.shown = shownURL(r.req.URL, r.lastURL)
+		last := lastURLs.Get().(*string)
+		r.shown = shownURL(r.req.URL, *last)
+		*last = r.shown
+		lastURLs.Put(last)
 	}
 	return r.shown
 }
+
+// lastURLs holds the URL events last showed, one per P: a pool's own slot
+// of each P is taken and given back without a lock or an allocation, where
+// a URL kept per key would cost every key its room, events or not. A GC
+// empties it.
+var lastURLs = sync.Pool{New: func() any { return new(string) }}
 
 // shownURL is u as events show it: without user info, query or fragment,
 // which may hold credentials ("https://user:pass@host/p?api_key=…"). It is

@@ -92,14 +92,14 @@ func TestEventsSayWhichRequest(t *testing.T) {
 	})
 }
 
-// Each request's events show its own URL, whatever the key's requests
-// before it showed: a key keeps its last URL shown, for a request to the
-// same URL to take rather than make again (see request.url), and never
-// gives it to another.
+// Each request's events show its own URL, whatever the requests before it
+// showed: the URL the events last showed is kept, for a request to the same
+// URL to take rather than make again (see request.url), and never given to
+// another.
 func TestEventsShowEachRequestsOwnURL(t *testing.T) {
 	var log eventLog
 	rt := throttle.New(rtFunc(func(req *http.Request) (*http.Response, error) { return reply(req, http.StatusOK), nil }),
-		log.option(), throttle.WithKey(func(*http.Request) string { return "one key" }))
+		log.option())
 	defer rt.Close()
 	urls := []struct{ raw, shown string }{
 		{"https://api.example.com/v1/items", "https://api.example.com/v1/items"},
@@ -127,8 +127,8 @@ func TestEventsShowEachRequestsOwnURL(t *testing.T) {
 	}
 }
 
-// So do requests of one key to URLs of their own at once: the key's last
-// URL, read and kept under its lock, is taken only by a request to it.
+// So do requests to URLs of their own at once: the URL kept is taken only
+// by a request to it.
 func TestEventsShowEachRequestsOwnURLAtOnce(t *testing.T) {
 	type wantKey struct{}
 	events := throttle.WithEvents(func(e throttle.Event) {
@@ -137,7 +137,7 @@ func TestEventsShowEachRequestsOwnURLAtOnce(t *testing.T) {
 		}
 	})
 	rt := throttle.New(rtFunc(func(req *http.Request) (*http.Response, error) { return reply(req, http.StatusOK), nil }),
-		events, throttle.WithKey(func(*http.Request) string { return "one key" }))
+		events)
 	defer rt.Close()
 	var wg sync.WaitGroup
 	for g := range 8 {

@@ -48,9 +48,6 @@ type keyState struct {
 	budget budget
 	tr     *trouble // nil until the key meets trouble
 	stats  counts
-	// With events, the URL they showed for the key's last answer, for a
-	// request to the same URL to take (see request.url).
-	lastURL string
 }
 
 // trouble is what a key keeps only once it has met trouble: an answer that

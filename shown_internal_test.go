@@ -24,9 +24,9 @@ func FuzzShownURL(f *testing.F) {
 	})
 }
 
-// shownURL takes the key's last URL only if it says the same as its own
+// shownURL takes the last URL shown only if it says the same as its own
 // would: given any string as last, it says what it says without one.
-func FuzzShownURLOfTheKeysLast(f *testing.F) {
+func FuzzShownURLOfTheLast(f *testing.F) {
 	for _, pair := range [][2]string{
 		{"https://API.example.com/v1/items?page=2", "https://API.example.com/v1/items?page=3"},
 		{"https://api.example.com/v1/items", "https://api.example.com/v1/items/2"},

@@ -173,8 +173,6 @@ type request struct {
 	own    backoff.BackOff             // Retry.NewBackOff's, made at the first retry
 	shown  string                      // the URL as events show it, once an event needs it
 
-	lastURL string // the key's lastURL as the request began: shown, if it is the same (see url)
-
 	noRetry bool // the request's NoRetry option
 	prio    int  // its Priority
 	cost    int  // and its Cost (1 without one)
@@ -200,9 +198,6 @@ func (r *request) do() (*http.Response, error) {
 		}
 	}()
 	send, now := r.req, r.start
-	if r.t.cfg.events != nil {
-		r.lastURL = r.ks.lastURL // (locked by acquire for the first admission)
-	}
 	for attempt := 1; ; attempt++ {
 		var last time.Time // a retry must be admitted by MaxElapsed
 		if attempt > 1 {
@@ -300,13 +295,7 @@ func (r *request) judge(o *outcome, tk ticket, attempt int, resp *http.Response,
 		o.delay = max(r.backoff(), o.h.wait)
 	}
 	ks := r.ks
-	if r.t.cfg.events != nil {
-		r.url() // before the lock, for the key to keep
-	}
 	ks.mu.Lock()
-	if r.shown != "" {
-		ks.lastURL = r.shown
-	}
 	o.ls = r.t.learn(ks, tk, resp, o.h, o.delay, o.now)
 	if fig.ok {
 		o.cost = r.t.correct(ks, tk, fig.n, o.now)

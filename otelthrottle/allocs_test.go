@@ -15,8 +15,8 @@ import (
 
 // Regression: the metrics add no allocation to a request that waited
 // nothing: recording its answer finds the attributes made before. Nor do
-// the events, for a key whose requests go to one URL; to a URL other than
-// the key's last, they make the one the events show (see
+// the events, for requests that go to one URL; to a URL other than the
+// last, they make the one they show (see
 // throttle.TestRoundTripWithEventsAllocatesOnlyANewURL).
 func TestMetricsAllocateNothing(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
