@@ -37,3 +37,32 @@ func TestRoundTripAllocatesNothing(t *testing.T) {
 		})
 	}
 }
+
+// With events on, a request makes the URL they show (its one allocation)
+// unless they last showed the same URL: requests that go to one URL
+// allocate nothing.
+func TestRoundTripWithEventsAllocatesOnlyANewURL(t *testing.T) {
+	rt := throttle.New(okBase(), throttle.WithEvents(func(throttle.Event) {}),
+		throttle.WithPolicy(throttle.Policy{Rate: rate.Limit(1e9), Burst: 1 << 30}))
+	defer rt.Close()
+	items, _ := http.NewRequest(http.MethodGet, "http://api.example.com/v1/items?page=2", nil)
+	item, _ := http.NewRequest(http.MethodGet, "http://api.example.com/v1/items/2", nil)
+	for _, tc := range []struct {
+		name string
+		reqs []*http.Request
+		want float64
+	}{
+		{"one URL", []*http.Request{items}, 0},
+		{"a URL other than the last", []*http.Request{items, item}, 1},
+	} {
+		i := 0
+		if n := testing.AllocsPerRun(1000, func() {
+			if _, err := rt.RoundTrip(tc.reqs[i%len(tc.reqs)]); err != nil {
+				t.Fatal(err)
+			}
+			i++
+		}); n != tc.want {
+			t.Errorf("%s: %v allocations per RoundTrip, want %v", tc.name, n, tc.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -154,28 +155,63 @@ func (e Event) LogValue() slog.Value {
 // says of its request. Callers check that there is one first, so that no
 // event is made without one.
 func (r *request) emit(e Event) {
-	if r.shown == "" {
-		r.shown = shownURL(r.req.URL)
-	}
-	e.Key, e.Method, e.URL, e.Context = r.ks.name(), r.req.Method, r.shown, r.ctx
+	e.Key, e.Method, e.URL, e.Context = r.ks.name(), r.req.Method, r.url(), r.ctx
 	if e.Method == "" {
 		e.Method = http.MethodGet // as net/http reads an empty one
 	}
 	r.t.cfg.events(e)
 }
 
+// url is the request's URL as events show it (see shownURL), made when an
+// event first needs it, unless the one they last showed on this P (see
+// lastURLs) is the same: requests that go to one URL (one endpoint, or one
+// path with different queries) make it once, not once each.
+func (r *request) url() string {
+	if r.shown == "" {
+		last := lastURLs.Get().(*string)
+		r.shown = shownURL(r.req.URL, *last)
+		*last = r.shown
+		lastURLs.Put(last)
+	}
+	return r.shown
+}
+
+// lastURLs holds the URL events last showed, one per P: a pool's own slot
+// of each P is taken and given back without a lock or an allocation, where
+// a URL kept per key would cost every key its room, events or not. A GC
+// empties it.
+var lastURLs = sync.Pool{New: func() any { return new(string) }}
+
 // shownURL is u as events show it: without user info, query or fragment,
-// which may hold credentials ("https://user:pass@host/p?api_key=…").
-func shownURL(u *url.URL) string {
+// which may hold credentials ("https://user:pass@host/p?api_key=…"). It is
+// last, rather than a string of its own, when last says the same.
+func shownURL(u *url.URL, last string) string {
 	if u.Opaque == "" && u.Scheme != "" && plainHost(u.Host) {
+		// What url.URL.String makes of these, in one allocation.
 		p := u.EscapedPath()
-		if p != "" && p[0] != '/' {
+		slash := p != "" && p[0] != '/'
+		if joins(last, u.Scheme, u.Host, slash, p) {
+			return last
+		}
+		if slash {
 			p = "/" + p
 		}
-		return u.Scheme + "://" + u.Host + p // what url.URL.String makes of these, in one allocation
+		return u.Scheme + "://" + u.Host + p
 	}
 	v := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath, Opaque: u.Opaque}
 	return v.String()
+}
+
+// joins reports whether s is scheme://host, then "/" if slash, then path.
+// The path, where the URLs of one key differ most, is compared first.
+func joins(s, scheme, host string, slash bool, path string) bool {
+	n := len(scheme) + len("://") + len(host)
+	if slash {
+		n++
+	}
+	return len(s) == n+len(path) && s[n:] == path && s[:len(scheme)] == scheme &&
+		s[len(scheme):len(scheme)+len("://")] == "://" && s[len(scheme)+len("://"):][:len(host)] == host &&
+		(!slash || s[n-1] == '/')
 }
 
 // plainHost reports whether h is a host url.URL.String writes as it is:
@@ -221,7 +257,7 @@ func (r *request) refused(attempt int, err error) {
 
 // told tells an attempt's answer, and what it taught: a quota signal, the
 // pace, a pause.
-func (r *request) told(attempt int, resp *http.Response, err error, o outcome) {
+func (r *request) told(attempt int, resp *http.Response, err error, o *outcome) {
 	r.emit(Event{Kind: EventAnswered, Attempt: attempt, Status: status(resp), Err: err, Cost: o.cost})
 	if o.h.throttled() {
 		r.emit(Event{Kind: EventThrottled, Attempt: attempt, Status: resp.StatusCode})

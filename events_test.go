@@ -92,6 +92,75 @@ func TestEventsSayWhichRequest(t *testing.T) {
 	})
 }
 
+// Each request's events show its own URL, whatever the requests before it
+// showed: the URL the events last showed is kept, for a request to the same
+// URL to take rather than make again (see request.url), and never given to
+// another.
+func TestEventsShowEachRequestsOwnURL(t *testing.T) {
+	var log eventLog
+	rt := throttle.New(rtFunc(func(req *http.Request) (*http.Response, error) { return reply(req, http.StatusOK), nil }),
+		log.option())
+	defer rt.Close()
+	urls := []struct{ raw, shown string }{
+		{"https://api.example.com/v1/items", "https://api.example.com/v1/items"},
+		{"https://api.example.com/v1/items?page=2", "https://api.example.com/v1/items"},
+		{"https://api.example.com/v1/items/2", "https://api.example.com/v1/items/2"},
+		{"https://api.example.com/v1/items", "https://api.example.com/v1/items"},
+		{"https://api.example.com:8443/v1/items", "https://api.example.com:8443/v1/items"},
+		{"http://api.example.com/v1/items", "http://api.example.com/v1/items"},
+		{"https://API.example.com/v1/items", "https://API.example.com/v1/items"},
+		{"https://api.example.com/v1/a%2Fb", "https://api.example.com/v1/a%2Fb"},
+		{"https://api.example.com/v1/a/b", "https://api.example.com/v1/a/b"},
+		{"https://api.example.com/v1/a%2Fb", "https://api.example.com/v1/a%2Fb"},
+	}
+	for _, u := range urls {
+		req, err := http.NewRequest(http.MethodGet, u.raw, nil)
+		require.NoError(t, err)
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	answered := log.of(throttle.EventAnswered)
+	require.Len(t, answered, len(urls))
+	for i, u := range urls {
+		assert.Equal(t, u.shown, answered[i].URL, "request %d: %s", i+1, u.raw)
+	}
+}
+
+// So do requests to URLs of their own at once: the URL kept is taken only
+// by a request to it.
+func TestEventsShowEachRequestsOwnURLAtOnce(t *testing.T) {
+	type wantKey struct{}
+	events := throttle.WithEvents(func(e throttle.Event) {
+		if want := e.Context.Value(wantKey{}).(string); e.URL != want {
+			t.Errorf("%v: %s, want %s", e.Kind, e.URL, want)
+		}
+	})
+	rt := throttle.New(rtFunc(func(req *http.Request) (*http.Response, error) { return reply(req, http.StatusOK), nil }),
+		events)
+	defer rt.Close()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				u := fmt.Sprintf("https://api.example.com/v1/items/%d", g%4) // two goroutines a URL
+				if i%3 == 0 {
+					u = "https://api.example.com/v1/items"
+				}
+				ctx := context.WithValue(context.Background(), wantKey{}, u)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u+"?page=1", nil)
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // An attempt that waited for its turn says how long, and which limit let it
 // go; one that went at once says nothing.
 func TestEventWaited(t *testing.T) {

@@ -340,7 +340,7 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 		o.delay, o.stop = r.ownBackoff(o.h.wait)
 	}
 	if r.t.cfg.events != nil {
-		r.told(attempt, resp, err, *o)
+		r.told(attempt, resp, err, o)
 	}
 	if r.t.shares(r.ks) {
 		r.t.share(r.ctx, r.ks, o.ls, o.now)

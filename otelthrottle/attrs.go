@@ -48,23 +48,24 @@ const (
 	shapeRefused                // a: reason, b: limit
 )
 
-// attrKey is what a set of attributes is made from.
+// attrKey is what a set of attributes is made from. It is compared and
+// hashed on every event, so it holds the method and the shape as small
+// numbers, and is passed by pointer.
 type attrKey struct {
-	shape  shape
 	origin string // scheme://host[:port], as the event's URL begins
-	method string // as http.request.method says it: see method
-	status int
 	a, b   string
 	key    string // the partition key, with WithKeyAttribute
+	status int
+	shape  shape
+	method method // http.request.method
 }
 
-// attrKey returns the key of e's attributes for the instrument of shape s.
-func (m *Metrics) attrKey(s shape, e *throttle.Event, a, b string, status int) attrKey {
-	k := attrKey{shape: s, origin: origin(e.URL), method: method(e.Method), status: status, a: a, b: b}
+// attrKey sets k to the key of e's attributes for the instrument of shape s.
+func (m *Metrics) attrKey(k *attrKey, s shape, e *throttle.Event, a, b string, status int) {
+	*k = attrKey{origin: origin(e.URL), a: a, b: b, status: status, shape: s, method: methodOf(e.Method)}
 	if m.key {
 		k.key = e.Key
 	}
-	return k
 }
 
 // maxSets bounds the combinations of attributes kept. Past it (many hosts,
@@ -114,12 +115,11 @@ type series struct {
 	count atomic.Int64
 }
 
-// hash is k's hash. (Cheaper than a map's own hash of a struct of strings,
-// which reflects on its type.)
+// hash is k's hash: the origin's, and the partition key's and a and b's
+// when set, by maphash (cheaper than a map's own hash of a struct of
+// strings, which reflects on its type), mixed with the numbers.
 func (c *attrCache) hash(k *attrKey) uint64 {
 	h := maphash.String(c.seed, k.origin)
-	h = h*31 + maphash.String(c.seed, k.method)
-	h = h*31 + uint64(k.shape)<<32 + uint64(k.status)
 	if k.a != "" {
 		h = h*31 + maphash.String(c.seed, k.a)
 	}
@@ -129,15 +129,15 @@ func (c *attrCache) hash(k *attrKey) uint64 {
 	if k.key != "" {
 		h = h*31 + maphash.String(c.seed, k.key)
 	}
-	return h
+	return h ^ (uint64(k.status) | uint64(k.shape)<<32 | uint64(k.method)<<40)
 }
 
 // of returns the series of k's attributes; past maxSets, the overflow.
-func (c *attrCache) of(k attrKey) *series {
-	h := c.hash(&k)
+func (c *attrCache) of(k *attrKey) *series {
+	h := c.hash(k)
 	if m := c.m.Load(); m != nil {
 		for e := (*m)[h]; e != nil; e = e.next {
-			if e.key == k {
+			if e.key == *k {
 				return e.s
 			}
 		}
@@ -145,7 +145,7 @@ func (c *attrCache) of(k attrKey) *series {
 	if c.full.Load() {
 		return &c.overflow
 	}
-	return c.add(k, h)
+	return c.add(*k, h)
 }
 
 // add adds k, whose hash is h, if another did not first.
@@ -209,7 +209,7 @@ func (k attrKey) set() attribute.Set {
 		kv = append(kv, attribute.Int(serverPort, port))
 	}
 	if k.shape != shapePaused {
-		kv = append(kv, attribute.String(methodAttr, k.method))
+		kv = append(kv, attribute.String(methodAttr, k.method.String()))
 	}
 	switch k.shape {
 	case shapeAttempt, shapeRetry:
@@ -269,15 +269,51 @@ func server(origin string) (string, int) {
 	return strings.ToLower(host), port
 }
 
-// method is m as http.request.method says it: a method of RFC 9110 or PATCH,
-// else "_OTHER", so that a caller's odd methods cannot make series without
-// end.
-func method(m string) string {
+// method is http.request.method: a method of RFC 9110 or PATCH, else
+// methodOther ("_OTHER"), so that a caller's odd methods cannot make series
+// without end.
+type method uint8
+
+const (
+	methodOther method = iota
+	methodGet
+	methodHead
+	methodPost
+	methodPut
+	methodDelete
+	methodConnect
+	methodOptions
+	methodTrace
+	methodPatch
+)
+
+var methodNames = [...]string{"_OTHER", "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
+
+func (m method) String() string { return methodNames[m] }
+
+// methodOf is the method of an event's Method.
+func methodOf(m string) method {
 	switch m {
-	case "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH":
-		return m
+	case "GET":
+		return methodGet
+	case "HEAD":
+		return methodHead
+	case "POST":
+		return methodPost
+	case "PUT":
+		return methodPut
+	case "DELETE":
+		return methodDelete
+	case "CONNECT":
+		return methodConnect
+	case "OPTIONS":
+		return methodOptions
+	case "TRACE":
+		return methodTrace
+	case "PATCH":
+		return methodPatch
 	}
-	return "_OTHER"
+	return methodOther
 }
 
 // errorType is error.type for an attempt the base answered with err:

@@ -1,6 +1,7 @@
 package otelthrottle_test
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -21,8 +22,10 @@ func okBase() http.RoundTripper {
 // BenchmarkRoundTrip measures a RoundTrip on a paced key with tokens to
 // spare over a no-op base: without events ("off"), with an events function
 // that does nothing ("events": the cost of the events themselves), and with
-// the metrics recorded on the OTel SDK, read by a ManualReader ("otel"); each
-// also from every P at once ("…-parallel", one key).
+// the metrics recorded on the OTel SDK, read by a ManualReader ("otel"). Each
+// sends one request again and again, as a key whose requests go to one URL;
+// also each request to a path of its own ("…-paths": the events make each
+// one's URL), and from every P at once ("…-parallel", one key).
 func BenchmarkRoundTrip(b *testing.B) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -52,6 +55,22 @@ func BenchmarkRoundTrip(b *testing.B) {
 				if _, err := rt.RoundTrip(req); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+		b.Run(tc.name+"-paths", func(b *testing.B) {
+			rt := newRT()
+			defer rt.Close()
+			reqs := make([]*http.Request, 1024)
+			for i := range reqs {
+				reqs[i], _ = http.NewRequest(http.MethodGet, fmt.Sprintf("https://api.example.com/v1/items/%d", i), nil)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, err := rt.RoundTrip(reqs[i%len(reqs)]); err != nil {
+					b.Fatal(err)
+				}
+				i++
 			}
 		})
 		b.Run(tc.name+"-parallel", func(b *testing.B) {

@@ -30,8 +30,10 @@ func (m *Metrics) Events(next func(throttle.Event)) func(throttle.Event) {
 
 // record records e in the instruments.
 func (m *Metrics) record(e *throttle.Event) {
+	var k attrKey
 	if e.Kind == throttle.EventAnswered { // the one event of every request: first, and without ctx
-		m.sets.of(m.answerKey(shapeAttempt, e)).count.Add(1)
+		m.answerKey(&k, shapeAttempt, e)
+		m.sets.of(&k).count.Add(1)
 		return
 	}
 	ctx := e.Context
@@ -40,25 +42,31 @@ func (m *Metrics) record(e *throttle.Event) {
 	}
 	switch e.Kind {
 	case throttle.EventRetry:
-		m.retries.Add(ctx, 1, m.sets.of(m.answerKey(shapeRetry, e)).opt)
+		m.answerKey(&k, shapeRetry, e)
+		m.retries.Add(ctx, 1, m.sets.of(&k).opt)
 	case throttle.EventThrottled:
-		m.throttled.Add(ctx, 1, m.sets.of(m.attrKey(shapeThrottled, e, "", "", e.Status)).opt)
+		m.attrKey(&k, shapeThrottled, e, "", "", e.Status)
+		m.throttled.Add(ctx, 1, m.sets.of(&k).opt)
 	case throttle.EventPaused:
-		m.pauses.Add(ctx, 1, m.sets.of(m.attrKey(shapePaused, e, e.Reason, e.Source, 0)).opt)
+		m.attrKey(&k, shapePaused, e, e.Reason, e.Source, 0)
+		m.pauses.Add(ctx, 1, m.sets.of(&k).opt)
 	case throttle.EventWaited:
-		m.wait.Record(ctx, e.Wait.Seconds(), m.sets.of(m.attrKey(shapeWaited, e, e.Limit.String(), "", 0)).opt)
+		m.attrKey(&k, shapeWaited, e, e.Limit.String(), "", 0)
+		m.wait.Record(ctx, e.Wait.Seconds(), m.sets.of(&k).opt)
 	case throttle.EventRefused:
-		m.refusals.Add(ctx, 1, m.sets.of(m.attrKey(shapeRefused, e, refusal(e.Err), e.Limit.String(), 0)).opt)
+		m.attrKey(&k, shapeRefused, e, refusal(e.Err), e.Limit.String(), 0)
+		m.refusals.Add(ctx, 1, m.sets.of(&k).opt)
 	}
 }
 
-// answerKey is the attributes of an attempt's answer: its status code, or
-// the type of the base's error.
-func (m *Metrics) answerKey(s shape, e *throttle.Event) attrKey {
+// answerKey sets k to the attributes of an attempt's answer: its status
+// code, or the type of the base's error.
+func (m *Metrics) answerKey(k *attrKey, s shape, e *throttle.Event) {
 	if e.Status != 0 || e.Err == nil {
-		return m.attrKey(s, e, "", "", e.Status)
+		m.attrKey(k, s, e, "", "", e.Status)
+		return
 	}
-	return m.attrKey(s, e, errorType(e.Err), "", 0)
+	m.attrKey(k, s, e, errorType(e.Err), "", 0)
 }
 
 // refusal is the reason of a refusal, for throttle.refusal.reason: one word
