@@ -59,7 +59,7 @@ func (b *slotBody) Close() error {
 }
 
 func (b *slotBody) release() {
-	if b.done.CompareAndSwap(false, true) {
+	if !b.done.Load() && b.done.CompareAndSwap(false, true) { // (a body read to its end is closed too: one atomic write)
 		b.ks.freeSlot()
 	}
 }
@@ -81,9 +81,11 @@ func holdsSlot(resp *http.Response) bool {
 // holdSlot makes resp's body give back ks's slot (holdsSlot(resp) must be
 // true).
 func holdSlot(resp *http.Response, ks *keyState) {
-	if rw, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
-		resp.Body = &rwSlotBody{slotBody: slotBody{ReadCloser: rw, ks: ks}, w: rw}
-		return
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		if rw, ok := resp.Body.(io.ReadWriteCloser); ok {
+			resp.Body = &rwSlotBody{slotBody: slotBody{ReadCloser: rw, ks: ks}, w: rw}
+			return
+		}
 	}
 	resp.Body = &slotBody{ReadCloser: resp.Body, ks: ks}
 }
