@@ -33,15 +33,15 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// slotBody gives back an in-flight slot of ks when the caller closes the
-// body or reads it to its end, whichever comes first. It is the one
+// slotBody gives back an in-flight slot of its key when the caller closes
+// the body or reads it to its end, whichever comes first. It is the one
 // allocation of an answer with a body under MaxInFlight: the caller owns
 // the body, and may hold it (and close it again) long after, so a body is
-// never reused.
+// never reused. It is 24 bytes, the smallest size class that holds it: the
+// key, swapped for nil when the slot goes back, is also its done flag.
 type slotBody struct {
 	io.ReadCloser
-	done atomic.Bool
-	ks   *keyState
+	ks atomic.Pointer[keyState] // nil once the slot is given back
 }
 
 func (b *slotBody) Read(p []byte) (int, error) {
@@ -59,8 +59,11 @@ func (b *slotBody) Close() error {
 }
 
 func (b *slotBody) release() {
-	if !b.done.Load() && b.done.CompareAndSwap(false, true) { // (a body read to its end is closed too: one atomic write)
-		b.ks.freeSlot()
+	if b.ks.Load() == nil {
+		return // given back already (a body read to its end is closed too: one atomic write)
+	}
+	if ks := b.ks.Swap(nil); ks != nil {
+		ks.freeSlot()
 	}
 }
 
@@ -83,9 +86,13 @@ func holdsSlot(resp *http.Response) bool {
 func holdSlot(resp *http.Response, ks *keyState) {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		if rw, ok := resp.Body.(io.ReadWriteCloser); ok {
-			resp.Body = &rwSlotBody{slotBody: slotBody{ReadCloser: rw, ks: ks}, w: rw}
+			b := &rwSlotBody{slotBody: slotBody{ReadCloser: rw}, w: rw}
+			b.ks.Store(ks)
+			resp.Body = b
 			return
 		}
 	}
-	resp.Body = &slotBody{ReadCloser: resp.Body, ks: ks}
+	b := &slotBody{ReadCloser: resp.Body}
+	b.ks.Store(ks)
+	resp.Body = b
 }
