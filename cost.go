@@ -116,27 +116,22 @@ func (t *Transport) serverCost(resp *http.Response) (f figure) {
 
 // correct charges the attempt tk what its answer says it really cost, n
 // units, at now, and returns n. ks.mu must be held, and the answer learned
-// (its window entries closed).
+// with n as its figure (learn counts n in the windows, from the answer, and
+// in the mirror of the quota headers).
 func (t *Transport) correct(ks *keyState, tk ticket, n int, now time.Time) int {
 	diff := n - int(tk.cost)
 	if diff == 0 {
 		return n
 	}
-	now, at := ks.clock(now, t.since(now))
+	now, _ = ks.clock(now, t.since(now))
 	if diff > 0 {
 		if ks.lim != nil {
 			takeTokens(ks.lim, now, diff)
 		}
 		ks.admitted += uint64(diff)
-		for i := range ks.wins {
-			ks.wins[i].put(at, ks.admitted, diff, false)
-		}
 	} else {
 		if ks.lim != nil {
 			giveTokens(ks.lim, now, -diff)
-		}
-		for i := range ks.wins {
-			ks.wins[i].drop(tk.adm, -diff)
 		}
 		ks.troubled().stats.refunded += int64(-diff)
 	}

@@ -1,0 +1,135 @@
+package throttle_test
+
+import (
+	"context"
+	"net/http"
+	"runtime"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlehttp/throttle"
+)
+
+// Tests of what the server's figure of a request's cost (WithCost) does to
+// the key's windows, and of what a large cost costs in memory.
+
+// figured sends a GET to url through rt, charged cost, with the server's
+// figure asked for in X-Figure (see figures; "" for none), and returns
+// when it came back (from start).
+func figured(t *testing.T, rt http.RoundTripper, start time.Time, url string, cost int, figure string) time.Duration {
+	t.Helper()
+	req := newReq(t, throttle.With(context.Background(), throttle.Cost(cost)), http.MethodGet, url)
+	if figure != "" {
+		req.Header.Set("X-Figure", figure)
+	}
+	resp, err := rt.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return time.Since(start)
+}
+
+// Regression: a window corrected up by the server's figure keeps every
+// entry that still counts. A correction once overwrote the oldest entries
+// of a full log, and one of N or more rebuilt the log, dropping the
+// entries of attempts still on their way.
+func TestCostCorrectionKeepsWhatStillCounts(t *testing.T) {
+	window := throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 2, Per: time.Second}}})
+	slowly := func(d time.Duration) rtFunc {
+		fast, _ := figures()
+		return func(r *http.Request) (*http.Response, error) {
+			if r.URL.Path == "/slow" {
+				time.Sleep(d)
+			}
+			return fast(r)
+		}
+	}
+	// A, charged 1, is answered at 500 ms with a figure of 2; B, sent
+	// beside it, at once. A's 2 units count until 1.5 s: the next request
+	// goes then, not when B's unit has aged out.
+	t.Run("full log", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			base, sent := figuresAfter(slowly(ms(500)))
+			rt := throttle.New(base, window, throttle.WithCost(throttle.CostHeader("X-Cost")))
+			defer rt.Close()
+			start := time.Now()
+			var wg sync.WaitGroup
+			wg.Go(func() { figured(t, rt, start, "http://api.test/slow", 1, "2") })
+			synctest.Wait()
+			figured(t, rt, start, "http://api.test/b", 1, "")
+			wg.Wait()
+			figured(t, rt, start, "http://api.test/d", 1, "")
+			assert.Equal(t, []time.Duration{0, 0, ms(1500)}, sent())
+		})
+	})
+	// A slow request (1 unit) is on its way until 800 ms; a big one,
+	// charged 1, costs 3 by the server's figure. The next goes at 1 s,
+	// when the big one's units have aged out; the one after waits for the
+	// slow one's unit, until 1.8 s.
+	t.Run("correction beyond N", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			base, sent := figuresAfter(slowly(ms(800)))
+			rt := throttle.New(base, window, throttle.WithCost(throttle.CostHeader("X-Cost")))
+			defer rt.Close()
+			start := time.Now()
+			var wg sync.WaitGroup
+			wg.Go(func() { figured(t, rt, start, "http://api.test/slow", 1, "") })
+			synctest.Wait()
+			figured(t, rt, start, "http://api.test/big", 1, "3")
+			figured(t, rt, start, "http://api.test/d", 1, "")
+			figured(t, rt, start, "http://api.test/e", 1, "")
+			wg.Wait()
+			assert.Equal(t, []time.Duration{0, 0, time.Second, ms(1800)}, sent())
+		})
+	})
+}
+
+// figuresAfter wraps base, logging when each request came to it.
+func figuresAfter(base rtFunc) (rtFunc, func() []time.Duration) {
+	var mu sync.Mutex
+	var at []time.Duration
+	start := time.Now()
+	return func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			at = append(at, time.Since(start))
+			mu.Unlock()
+			return base(req)
+		}, func() []time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]time.Duration(nil), at...)
+		}
+}
+
+// Regression: a window's memory is bounded by the attempts it counts, not
+// by their units. A window took 16 bytes per unit it counted, up to N: in
+// a window of ten million, one attempt of a million units took 16 MB, and
+// one answer with a figure of ten million 160 MB (of a billion, 16 GB).
+func TestCostWindowMemoryIsPerAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base, _ := figures()
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 10_000_000, Per: time.Hour}}}),
+			throttle.WithCost(throttle.CostHeader("X-Cost")))
+		defer rt.Close()
+		start := time.Now()
+		before := allocated()
+		figured(t, rt, start, "http://api.test/q", 1_000_000, "")
+		figured(t, rt, start, "http://api.test/q", 1, "9000000")
+		figured(t, rt, start, "http://api.test/q", 1, "")
+		assert.Less(t, allocated()-before, uint64(1<<20), "bytes allocated for 3 requests")
+		// The window still counts every unit: the next unit waits an hour.
+		assert.Equal(t, time.Hour, figured(t, rt, start, "http://api.test/q", 1, ""))
+	})
+}
+
+// allocated is the bytes allocated on the heap so far, by the whole
+// program.
+func allocated() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc
+}
