@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -13,10 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/throttlehttp/throttle"
+	"github.com/throttlehttp/throttle/throttletest"
 )
 
 // Tests of what the server's figure of a request's cost (WithCost) does to
-// the key's windows, and of what a large cost costs in memory.
+// the key's windows and to its mirror of the quota headers, and of what a
+// large cost costs in memory.
 
 // figured sends a GET to url through rt, charged cost, with the server's
 // figure asked for in X-Figure (see figures; "" for none), and returns
@@ -132,4 +135,49 @@ func allocated() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.TotalAlloc
+}
+
+// Regression: the mirror of the quota headers counts what the server says
+// a request cost, not what it was charged. Charged 5 and found to cost 1,
+// the requests of a window of 100 per minute once showed as a climb of
+// Remaining (4 units back per answer): the key took the window for a bucket
+// of 500/s and sent 93 before the reset. Counted by their figures, they
+// are 96: the last 4 units of the window cannot hold a request charged 5.
+func TestQuotaHeadersCountTheServersFigure(t *testing.T) {
+	for _, cost := range []int{1, 5} {
+		t.Run(strings.Repeat("I", cost), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(throttletest.Config{
+					Limits:     []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Minute}},
+					XRateLimit: true, HeadersOnSuccess: true, Latency: ms(10)})
+				base := rtFunc(func(r *http.Request) (*http.Response, error) {
+					resp, err := api.RoundTrip(r)
+					if resp != nil {
+						resp.Header.Set("X-Cost", "1")
+					}
+					return resp, err
+				})
+				paces, shown := paceLog()
+				rt := throttle.New(base, throttle.WithCost(throttle.CostHeader("X-Cost")), paces)
+				defer rt.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), 59*time.Second)
+				defer cancel()
+				for {
+					req := newReq(t, throttle.With(ctx, throttle.Cost(cost)), http.MethodGet, "http://api.test/q")
+					req.Header.Set("X-API-Key", "k")
+					resp, err := rt.RoundTrip(req)
+					if err != nil {
+						break
+					}
+					resp.Body.Close()
+				}
+				assert.EqualValues(t, 100-(cost-1), api.Stats().Total.Accepted, "sent before the reset")
+				var why []string
+				for _, e := range shown() {
+					why = append(why, e.Reason)
+				}
+				assert.NotContains(t, strings.Join(why, "; "), "bucket", "what the headers taught")
+			})
+		})
+	}
 }

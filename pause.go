@@ -142,9 +142,10 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 		m.on = true
 		m.rtt = ks.lat.srtt + ks.lat.jitter()
 		m.rollover(at, ks.admitted)
-		m.read(h.quota, at, tk.adm, ks.admitted, int(ks.outUnits), int(tk.cost), ok)
+		m.recount(tk.mono, int(tk.cost), units)
+		m.read(h.quota, at, tk.adm, ks.admitted, int(ks.outUnits), units, ok)
 		if h.throttled() {
-			m.refused(tk.mono, int(tk.cost))
+			m.forget(tk.mono, units)
 		}
 		if kind, r, changed := m.news(); changed {
 			ls.pace, ls.paceWhy = r, "quota headers: "+kind

@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -111,9 +112,26 @@ func keep(ts []time.Duration, old time.Duration) []time.Duration {
 	return ts
 }
 
-// refused forgets our admission at sent, of cost n: the server refused
-// it, so it does not count in a log of the requests it accepted.
-func (m *told) refused(sent time.Duration, n int) {
+// recount corrects our admission at sent, charged units, to what the
+// server's figure says it cost (see WithCost): a log of recent requests
+// holds the figure. Times not kept are not added.
+func (m *told) recount(sent time.Duration, charged, figure int) {
+	switch {
+	case figure < charged:
+		m.forget(sent, charged-figure)
+	case figure > charged:
+		i := sort.Search(len(m.sends), func(i int) bool { return m.sends[i] > sent })
+		if i > 0 && m.sends[i-1] == sent {
+			more := min(figure-charged, maxCounted+1) // more can never count
+			m.sends = slices.Insert(m.sends, i, slices.Repeat([]time.Duration{sent}, more)...)
+		}
+	}
+}
+
+// forget forgets n units of our admission at sent: the server refused
+// it, so it does not count in a log of the requests it accepted, or its
+// figure says it cost less.
+func (m *told) forget(sent time.Duration, n int) {
 	i := sort.Search(len(m.sends), func(i int) bool { return m.sends[i] >= sent })
 	j := i
 	for j < len(m.sends) && j-i < n && m.sends[j] == sent {
