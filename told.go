@@ -385,7 +385,7 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight, ahead, n
 	case m.kind == kindWindow && m.period == 0 && m.exact(now, inflight) < need && m.resetAt > now:
 		return max(m.resetAt, m.aged(now, need-m.exact(now, inflight)))
 	case m.rate > 0:
-		return now + time.Duration(math.Ceil((need-t)/m.rate*1e9))
+		return later(now, (need-t)/m.rate)
 	case m.kind == kindBucket && inflight > 0:
 		// Spent, and others spend all it adds, as far as the key has
 		// measured: nothing is known to refill it. The answers on their
@@ -404,6 +404,16 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight, ahead, n
 		return m.resetAt
 	}
 	return now // nothing known holds it: its answer will say more
+}
+
+// later is secs seconds after now, rounded up to the nanosecond, saturated
+// short of holdsForAnswer (a wait of centuries is a wait, not one for an
+// answer).
+func later(now time.Duration, secs float64) time.Duration {
+	if room := holdsForAnswer - 1 - now; secs >= float64(room)/1e9 {
+		return now + room
+	}
+	return now + time.Duration(math.Ceil(secs*1e9))
 }
 
 // took records a request of cost n admitted at now, with inflight others

@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -21,5 +22,20 @@ func TestMirrorRecountsByTheFigure(t *testing.T) {
 		if got := m.sentBetween(c.from, c.to); got != c.want {
 			t.Errorf("sent in (%v, %v]: %d, want %d", c.from, c.to, got, c.want)
 		}
+	}
+}
+
+// Regression: the mirror's wait for a bucket saturates. Two attempts of a
+// billion units on their way, at a measured refill of one unit per 20 s,
+// once made a wait past time.Duration's range: negative, and the next
+// request went at once.
+func TestMirrorWaitSaturates(t *testing.T) {
+	m := told{on: true, kind: kindBucket, rate: 0.05, limit: 10, depth: 10, level: 10, levelAt: time.Second}
+	now := 2 * time.Second
+	m.took(now, 0, maxCost)
+	m.took(now, maxCost, maxCost)
+	got := m.lowerBound(now, 2*maxCost, 2*maxCost, 0, 1)
+	if got == holdsForAnswer || got < now+200*365*24*time.Hour {
+		t.Errorf("lowerBound = %v, want a wait of centuries (saturated), not %v", got, time.Duration(math.MaxInt64))
 	}
 }
