@@ -181,3 +181,41 @@ func TestQuotaHeadersCountTheServersFigure(t *testing.T) {
 		})
 	}
 }
+
+// Regression: the units of attempts on their way are counted in 64 bits
+// everywhere: three attempts of a billion units once wrapped to a negative
+// count on 32-bit platforms (GOARCH=386), and the mirror of the quota
+// headers let the next request go at once, on a quota it saw spent.
+// KeyStats.Remaining counts them in units, not attempts.
+func TestCostUnitsOnTheirWayDoNotWrap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Path == "/held" {
+				<-release
+				return reply(r, http.StatusOK), nil
+			}
+			return reply(r, http.StatusOK, "X-RateLimit-Limit", "10", "X-RateLimit-Remaining", "9", "X-RateLimit-Reset", "60"), nil
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 3 { // no quota known yet: they go at once
+			wg.Go(func() {
+				_, err := costly(t, rt, start, "http://api.test/held", 1_000_000_000)
+				assert.NoError(t, err)
+			})
+			synctest.Wait()
+		}
+		require.NoError(t, do(t, rt, "http://api.test/first")) // 9 remain, and 3e9 units on their way
+		assert.Zero(t, rt.Stats().Keys["api.test"].Remaining)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := doCtx(t, ctx, rt, "http://api.test/q")
+		assert.ErrorIs(t, err, throttle.ErrWouldExceedDeadline, "held until the reset")
+		close(release)
+		wg.Wait()
+		assert.Equal(t, 9, rt.Stats().Keys["api.test"].Remaining)
+	})
+}

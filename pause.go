@@ -143,7 +143,7 @@ func (t *Transport) learn(ks *keyState, tk ticket, resp *http.Response, h hint, 
 		m.rtt = ks.lat.srtt + ks.lat.jitter()
 		m.rollover(at, ks.admitted)
 		m.recount(tk.mono, int(tk.cost), units)
-		m.read(h.quota, at, tk.adm, ks.admitted, int(ks.outUnits), units, ok)
+		m.read(h.quota, at, tk.adm, ks.admitted, ks.outUnits, units, ok)
 		if h.throttled() {
 			m.forget(tk.mono, units)
 		}

@@ -50,12 +50,12 @@ func (m *told) echoes(from, to time.Duration) int {
 // it answered, so it has forgotten each by then, whatever the network and
 // the server's own delays. Without a length, or counts kept, it is the
 // limit.
-func (m *told) exact(now time.Duration, inflight int) float64 {
+func (m *told) exact(now time.Duration, inflight int64) float64 {
 	p := m.length()
 	if p <= 0 || p > maxCounting || m.limit > maxCounted {
 		return float64(m.limit)
 	}
-	return float64(m.limit - inflight - m.answeredBetween(now-p, now))
+	return float64(int64(m.limit) - inflight - int64(m.answeredBetween(now-p, now)))
 }
 
 // aged is when n more of our answered requests will have left a log of the
