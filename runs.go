@@ -7,8 +7,9 @@ import (
 )
 
 // This file holds runLog, the record a window keeps of what counts in it:
-// one run per attempt answered, each of any number of units, so that its
-// memory is bounded by the runs within a window, not by their units.
+// one run per attempt answered (a window's log) or per departure booked
+// (MemoryStore's), each of any number of units, so that its memory is
+// bounded by the runs within a window, not by their units.
 
 // runLog is runs of units in time order, the oldest first, each with the
 // units of every run before it: the units of runs[i] are runs[i].cum less
@@ -33,6 +34,14 @@ func (l *runLog) units() int64 {
 		return 0
 	}
 	return l.runs[len(l.runs)-1].cum - l.base
+}
+
+// last is the time of the latest run kept, and whether one is.
+func (l *runLog) last() (time.Duration, bool) {
+	if l.head == len(l.runs) {
+		return 0, false
+	}
+	return l.runs[len(l.runs)-1].at, true
 }
 
 // add logs units at at, in time order: after the runs at or before it
