@@ -53,9 +53,11 @@ local function tolerance(r)
 	return depth * 1e6 / r
 end
 
--- expire sets key to live until µs (on the server's clock), and margin.
+-- expire sets key to live until µs (on the server's clock), and margin;
+-- at most some 30,000 years (PEXPIRE wants an integer it can add to now).
 local function expire(key, till)
-	redis.call('PEXPIRE', key, num(math.max(1, math.ceil((till - now + margin) / 1000))))
+	local ms = math.ceil((till - now + margin) / 1000)
+	redis.call('PEXPIRE', key, num(math.min(math.max(1, ms), 1e15)))
 end
 
 -- save writes the hash, to live until its state no longer holds a

@@ -5,10 +5,12 @@
 -- ARGV[4]              maxWait (µs): a departure further from now is not booked
 -- ARGV[5]              n, the units of the departure (>= 1)
 -- ARGV[4+2i], [5+2i]   window i's N, and its Per (µs)
--- returns {booked (0 or 1), wait (µs, rounded up), paused (0 or 1)}
+-- returns {booked (0 or 1), wait (µs, rounded up; at most the longest
+-- time.Duration), paused (0 or 1)}
 
 local maxWait = tonumber(ARGV[4])
 local units = tonumber(ARGV[5])
+local longest = 9223372036854775 -- µs: the longest time.Duration
 local r = pace()
 if r >= rate then
 	cut = 0
@@ -36,8 +38,8 @@ local paused = 0
 if pause > now and pause >= dep then
 	paused = 1
 end
-local wait = math.ceil(dep - now)
-if dep - now > maxWait then
+local wait = math.min(math.ceil(dep - now), longest)
+if wait > maxWait then
 	return {0, wait, paused}
 end
 
