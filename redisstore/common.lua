@@ -5,7 +5,7 @@
 -- KEYS[1]  the key's hash: tat (GCRA's theoretical arrival time), last (the
 --          latest departure booked), pause (no departure before it), cut
 --          and cutAt (a pace cut, climbing back since cutAt), seq (a count
---          of bookings, to name window entries)
+--          of bookings)
 -- ARGV[1]  Policy.Rate per second; 0: unpaced
 -- ARGV[2]  the bucket's tolerance in intervals: max(1, Burst-1)-1; 0 with Queue
 -- ARGV[3]  the margin (µs) kept past the moment the state stops mattering
