@@ -35,7 +35,6 @@ type windowLog struct {
 	sent    []sentRun     // the attempts on their way, by number and by sending
 	sending int64         // their units
 	done    runLog        // the answered attempts, by answer: each counts until its answer and Per
-	latest  time.Duration // the latest answer logged
 }
 
 // sentRun is an attempt on its way.
@@ -118,7 +117,7 @@ func (w *windowLog) when(now time.Duration, k int64, bound bool) time.Duration {
 func (w *windowLog) put(at time.Duration, last uint64, c int, open bool) {
 	w.done.prune(at - w.Per)
 	if !open {
-		w.add(at, int64(c))
+		w.done.add(at, int64(c))
 		return
 	}
 	for j := len(w.sent) - 1; j >= 0 && w.sent[j].at > at; j-- {
@@ -142,14 +141,7 @@ func (w *windowLog) answered(last uint64, units int, now time.Duration) {
 			w.sent = slices.Clip(append(make([]sentRun, 0, 2*len(w.sent)), w.sent...))
 		}
 	}
-	w.add(now, int64(units))
-}
-
-func (w *windowLog) add(at time.Duration, units int64) {
-	if units > 0 {
-		w.latest = max(w.latest, at)
-		w.done.add(at, units)
-	}
+	w.done.add(now, int64(units))
 }
 
 // count is how many logged units still count at now, those on their way
@@ -161,14 +153,15 @@ func (w *windowLog) count(now time.Duration) int64 {
 // expired reports whether no logged unit still counts at now. It assumes
 // none is on its way (the key has nothing on the wire).
 func (w *windowLog) expired(now time.Duration) bool {
-	return len(w.sent) == 0 && (w.done.units() == 0 || w.latest+w.Per <= now)
+	latest, ok := w.done.last()
+	return len(w.sent) == 0 && (!ok || latest+w.Per <= now)
 }
 
 // clone returns a copy of w's entries for the window v: a window of a
 // Policy that replaces w's (see rewindow).
 func (w *windowLog) clone(v *Window) windowLog {
 	c := newWindowLog(v)
-	c.sent, c.sending, c.latest, c.done = slices.Clone(w.sent), w.sending, w.latest, w.done.clone()
+	c.sent, c.sending, c.done = slices.Clone(w.sent), w.sending, w.done.clone()
 	return c
 }
 
