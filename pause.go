@@ -39,15 +39,15 @@ type hint struct {
 	quota   Quota  // the quota headers, if read and hasQuota
 	read    bool   // the quota headers were looked for
 	hasQ    bool
-	figure  int  // what the server says the attempt cost (WithCost), if figured
-	figured bool //
+	figured bool  // WithCost's function read the server's figure: figure
+	figure  int32 // what the server says the attempt cost (<= maxCost)
 }
 
 // units is what the attempt tk counts once answered: the server's figure
 // of its cost, or its charge.
 func (h *hint) units(tk ticket) int {
 	if h.figured {
-		return h.figure
+		return int(h.figure)
 	}
 	return int(tk.cost)
 }
