@@ -51,6 +51,14 @@ func (l *runLog) add(at time.Duration, units int64) {
 	if units <= 0 {
 		return
 	}
+	if n := len(l.runs); n == l.head || l.runs[n-1].at <= at { // the latest: most often
+		prev := l.base
+		if n > l.head {
+			prev = l.runs[n-1].cum
+		}
+		l.runs = append(l.runs, winRun{at: at, cum: prev + units})
+		return
+	}
 	i := len(l.runs)
 	for i > l.head && l.runs[i-1].at > at {
 		i--
@@ -70,6 +78,9 @@ func (l *runLog) add(at time.Duration, units int64) {
 // have left.
 func (l *runLog) ageOut(k int64) time.Duration {
 	live := l.runs[l.head:]
+	if live[0].cum-l.base >= k { // the oldest: most often
+		return live[0].at
+	}
 	i := sort.Search(len(live), func(i int) bool { return live[i].cum-l.base >= k })
 	return live[i].at
 }
@@ -90,6 +101,12 @@ func (l *runLog) after(t time.Duration) int64 {
 
 // prune lets go of the runs at or before old, which no longer count.
 func (l *runLog) prune(old time.Duration) {
+	if l.head < len(l.runs) && l.runs[l.head].at <= old {
+		l.drop(old)
+	}
+}
+
+func (l *runLog) drop(old time.Duration) {
 	for l.head < len(l.runs) && l.runs[l.head].at <= old {
 		l.base = l.runs[l.head].cum
 		l.head++

@@ -1,9 +1,9 @@
 package throttle
 
 import (
-	"cmp"
 	"math"
 	"slices"
+	"sort"
 	"time"
 )
 
@@ -131,17 +131,25 @@ func (w *windowLog) put(at time.Duration, last uint64, c int, open bool) {
 // time its answer came back, now, from when it counts units: its charge,
 // or what the server's figure says it cost.
 func (w *windowLog) answered(last uint64, units int, now time.Duration) {
-	w.done.prune(now - w.Per)
-	j, ok := slices.BinarySearchFunc(w.sent, last, func(r sentRun, id uint64) int { return cmp.Compare(r.id, id) })
-	if ok {
+	if j, ok := w.find(last); ok {
 		now = max(now, w.sent[j].at)
 		w.sending -= w.sent[j].units
-		w.sent = slices.Delete(w.sent, j, j+1)
+		w.sent = w.sent[:j+copy(w.sent[j:], w.sent[j+1:])]
 		if cap(w.sent) >= 256 && 8*len(w.sent) <= cap(w.sent) { // mostly free: give the room back
-			w.sent = slices.Clip(append(make([]sentRun, 0, 2*len(w.sent)), w.sent...))
+			w.sent = append(make([]sentRun, 0, 2*len(w.sent)), w.sent...)
 		}
 	}
 	w.done.add(now, int64(units))
+}
+
+// find returns the index of the attempt on its way numbered id, if it is
+// one: most often the oldest.
+func (w *windowLog) find(id uint64) (int, bool) {
+	if len(w.sent) > 0 && w.sent[0].id == id {
+		return 0, true
+	}
+	j := sort.Search(len(w.sent), func(j int) bool { return w.sent[j].id >= id })
+	return j, j < len(w.sent) && w.sent[j].id == id
 }
 
 // count is how many logged units still count at now, those on their way

@@ -64,7 +64,7 @@ func TestWindowLogCountsAsAPlainList(t *testing.T) {
 			}
 			return holdsForAnswer
 		}
-		now := time.Duration(0)
+		now, sending := time.Duration(0), time.Duration(0) // sending: the last attempt's
 		for step := range 80 {
 			now += time.Duration(rng.IntN(300)) * time.Millisecond
 			at := now
@@ -82,6 +82,7 @@ func TestWindowLogCountsAsAPlainList(t *testing.T) {
 				c := 1 + rng.IntN(win.N)
 				last += uint64(c)
 				w.put(at, last, c, true)
+				sending = at
 				for i := range model {
 					if model[i].open && model[i].sent > at {
 						model[i].sent = at
@@ -97,18 +98,21 @@ func TestWindowLogCountsAsAPlainList(t *testing.T) {
 				w.answered(a.id, figure, at)
 				a.at, a.units, a.open = max(a.sent, at), int64(figure), false
 			}
-			kept, sending := 0, 0 // all the log may hold: the answered that count, those on their way
+			// All the log may hold: the answered that counted when the
+			// last attempt was sent (each sending lets go of the others),
+			// and those on their way.
+			kept, out := 0, 0
 			for _, a := range model {
 				switch {
 				case a.open:
-					sending++
-				case a.units > 0 && a.at+win.Per > at:
+					out++
+				case a.units > 0 && a.at+win.Per > sending:
 					kept++
 				}
 			}
-			if live := len(w.done.runs) - w.done.head; live > kept || len(w.sent) != sending {
+			if live := len(w.done.runs) - w.done.head; live > kept || len(w.sent) != out {
 				t.Fatalf("seed %d, step %d: the log holds %d answered and %d on their way, want at most %d and %d",
-					seed, step, live, len(w.sent), kept, sending)
+					seed, step, live, len(w.sent), kept, out)
 			}
 			for _, c := range []int{1, 1 + rng.IntN(win.N)} {
 				for _, bound := range []bool{false, true} {
