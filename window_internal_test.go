@@ -167,3 +167,41 @@ func TestWindowCutOutlivesEveryEntry(t *testing.T) {
 		t.Errorf("the second: at %v, want 1.9s", got)
 	}
 }
+
+// BenchmarkWindowLog measures what a window costs an attempt of one unit
+// under the key's lock: nextAt, put and answered, in a window whose
+// entries leave at once, one that is full (an hour's), and one full with
+// 8 attempts on their way, answered in order.
+func BenchmarkWindowLog(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		per  time.Duration
+		out  int
+	}{{"leaving", time.Microsecond, 0}, {"full", time.Hour, 0}, {"full-8-out", time.Hour, 8}} {
+		b.Run(c.name, func(b *testing.B) {
+			win := Window{N: 100, Per: c.per}
+			w := newWindowLog(&win)
+			var adm uint64
+			now := time.Duration(1)
+			for range c.out {
+				adm++
+				w.put(now, adm, 1, true)
+			}
+			first := uint64(1)
+			for b.Loop() {
+				now += time.Microsecond
+				if at := w.nextAt(now, 0, 1, false); at > now && at != holdsForAnswer {
+					now = at
+				}
+				adm++
+				w.put(now, adm, 1, true)
+				if c.out > 0 {
+					w.answered(first, 1, now)
+					first++
+				} else {
+					w.answered(adm, 1, now)
+				}
+			}
+		})
+	}
+}
