@@ -50,10 +50,13 @@ func (ks *keyState) tooCostly(cost int) (holder, error) {
 //
 //   - a figure above the charge takes the difference too: tokens from the
 //     bucket (which may leave it owing: the requests after wait), and as
-//     many entries in each Window, from the answer's time;
+//     many units in each Window, from the answer's time;
 //   - a figure below gives back the difference: tokens to the bucket (up to
-//     what it holds), and the attempt's last entries in each Window,
-//     which the server says it did not count.
+//     what it holds), and the units in each Window that the server says it
+//     did not count, whose room is free at once.
+//
+// The figure, not the charge, is what the key's mirror of the server's
+// quota headers counts the answer as.
 //
 // What the server's quota headers say remains needs no correction: their
 // counts are the server's. With a Store (WithStore), the shared quota
