@@ -50,10 +50,13 @@ func (ks *keyState) tooCostly(cost int) (holder, error) {
 //
 //   - a figure above the charge takes the difference too: tokens from the
 //     bucket (which may leave it owing: the requests after wait), and as
-//     many entries in each Window, from the answer's time;
+//     many units in each Window, from the answer's time;
 //   - a figure below gives back the difference: tokens to the bucket (up to
-//     what it holds), and the attempt's last entries in each Window,
-//     which the server says it did not count.
+//     what it holds), and the units in each Window that the server says it
+//     did not count, whose room is free at once.
+//
+// The figure, not the charge, is what the key's mirror of the server's
+// quota headers counts the answer as.
 //
 // What the server's quota headers say remains needs no correction: their
 // counts are the server's. With a Store (WithStore), the shared quota
@@ -116,27 +119,22 @@ func (t *Transport) serverCost(resp *http.Response) (f figure) {
 
 // correct charges the attempt tk what its answer says it really cost, n
 // units, at now, and returns n. ks.mu must be held, and the answer learned
-// (its window entries closed).
+// with n as its figure (learn counts n in the windows, from the answer, and
+// in the mirror of the quota headers).
 func (t *Transport) correct(ks *keyState, tk ticket, n int, now time.Time) int {
 	diff := n - int(tk.cost)
 	if diff == 0 {
 		return n
 	}
-	now, at := ks.clock(now, t.since(now))
+	now, _ = ks.clock(now, t.since(now))
 	if diff > 0 {
 		if ks.lim != nil {
 			takeTokens(ks.lim, now, diff)
 		}
 		ks.admitted += uint64(diff)
-		for i := range ks.wins {
-			ks.wins[i].put(at, ks.admitted, diff, false)
-		}
 	} else {
 		if ks.lim != nil {
 			giveTokens(ks.lim, now, -diff)
-		}
-		for i := range ks.wins {
-			ks.wins[i].drop(tk.adm, -diff)
 		}
 		ks.troubled().stats.refunded += int64(-diff)
 	}

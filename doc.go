@@ -94,12 +94,12 @@
 // keys has doubled (from 1,024 on), and a key used since the last sweep is
 // spared once, so at most about twice the keys in use are live.
 //
-// A live key costs about 330 bytes unpaced, 400 with a token bucket and 480
-// with a window, plus 16 bytes for each request (each unit of a [Cost]) a
-// window still counts. A key that met trouble (a quota signal, a 503, a
-// pause, a retry, a request refused or canceled) also keeps a record of it
-// (its pause, the adaptation of its pace, its rarer counters): about 580
-// bytes in all when paused.
+// A live key costs about 360 bytes unpaced, 440 with a token bucket and 570
+// with a window, plus some 20 bytes for each request a window still counts,
+// whatever its [Cost] (16, and the room its log keeps as it grows). A key
+// that met trouble (a quota signal, a 503, a pause, a retry, a request
+// refused or canceled) also keeps a record of it (its pause, the adaptation
+// of its pace, its rarer counters): about 640 bytes in all when paused.
 // These are heap bytes per live key, with 100,000 keys that each sent one
 // request (go1.26, amd64), as measured by
 //

@@ -156,7 +156,7 @@ func (ks *keyState) heldUntil(now time.Time, mono time.Duration, cost int) (time
 		at, h = tr.pauseUntil, holder{limit: LimitPause}
 	}
 	if m := ks.mirror(); m != nil {
-		next := m.lowerBound(mono, ks.admitted, int(ks.outUnits), 0, cost)
+		next := m.lowerBound(mono, ks.admitted, ks.outUnits, 0, cost)
 		if next == holdsForAnswer {
 			return never, holder{limit: LimitQuota}
 		}
@@ -198,7 +198,7 @@ func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead, cost in
 	}
 	if m := ks.mirror(); m != nil {
 		// A wait for an answer counts as ending now: its end is not known.
-		if next := m.lowerBound(mono, ks.admitted, int(ks.outUnits), ahead, cost); next != holdsForAnswer && now.Add(next-mono).After(at) {
+		if next := m.lowerBound(mono, ks.admitted, ks.outUnits, ahead, cost); next != holdsForAnswer && now.Add(next-mono).After(at) {
 			at, h = now.Add(next-mono), holder{limit: LimitQuota}
 		}
 	}
@@ -260,7 +260,7 @@ func (ks *keyState) enter(now time.Time, mono time.Duration, retry bool, cost in
 		tr.rampAt = mono
 	}
 	if m := ks.mirror(); m != nil {
-		m.took(mono, int(ks.outUnits)-cost, cost) // the others on their way
+		m.took(mono, ks.outUnits-int64(cost), cost) // the others on their way
 	}
 	return tk
 }

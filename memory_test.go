@@ -1,6 +1,7 @@
 package throttle_test
 
 import (
+	"context"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -29,16 +30,18 @@ func BenchmarkKeyMemory(b *testing.B) {
 		name string
 		base http.RoundTripper
 		pol  throttle.Policy
+		cost int
 	}{
-		{"unpaced", okBase, throttle.Policy{}},
-		{"bucket", okBase, throttle.Policy{Rate: 10, Burst: 10}},
-		{"window", okBase, throttle.Policy{Rate: 10, Burst: 10, Windows: window}},
-		{"paused", refuseBase, throttle.Policy{}}, // held by a pause of an hour
+		{"unpaced", okBase, throttle.Policy{}, 1},
+		{"bucket", okBase, throttle.Policy{Rate: 10, Burst: 10}, 1},
+		{"window", okBase, throttle.Policy{Rate: 10, Burst: 10, Windows: window}, 1},
+		{"window-cost100", okBase, throttle.Policy{Windows: window}, 100}, // a request of 100 units
+		{"paused", refuseBase, throttle.Policy{}, 1},                      // held by a pause of an hour
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			var bytes, live float64
 			for b.Loop() {
-				by, n := keyMemory(b, c.base, c.pol, 100_000)
+				by, n := keyMemory(b, c.base, c.pol, c.cost, 100_000)
 				bytes += by
 				live += n
 			}
@@ -48,15 +51,19 @@ func BenchmarkKeyMemory(b *testing.B) {
 	}
 }
 
-// keyMemory sends one request for each of n keys, and returns the heap the
-// Transport holds after, and how many keys it holds.
-func keyMemory(b *testing.B, base http.RoundTripper, pol throttle.Policy, n int) (bytes, live float64) {
+// keyMemory sends one request of the cost given for each of n keys, and
+// returns the heap the Transport holds after, and how many keys it holds.
+func keyMemory(b *testing.B, base http.RoundTripper, pol throttle.Policy, cost, n int) (bytes, live float64) {
 	b.Helper()
 	rt := throttle.New(base, throttle.WithPolicy(pol),
 		throttle.WithKey(func(r *http.Request) string { return r.Header.Get("X-Tenant") }),
 		throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
 	defer rt.Close()
-	req, err := http.NewRequest(http.MethodGet, "http://api.example.com/v1/items", nil)
+	ctx := context.Background()
+	if cost > 1 {
+		ctx = throttle.With(ctx, throttle.Cost(cost))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.example.com/v1/items", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

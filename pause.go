@@ -39,6 +39,17 @@ type hint struct {
 	quota   Quota  // the quota headers, if read and hasQuota
 	read    bool   // the quota headers were looked for
 	hasQ    bool
+	figured bool  // WithCost's function read the server's figure: figure
+	figure  int32 // what the server says the attempt cost (<= maxCost)
+}
+
+// units is what the attempt tk counts once answered: the server's figure
+// of its cost, or its charge.
+func (h *hint) units(tk ticket) int {
+	if h.figured {
+		return int(h.figure)
+	}
+	return int(tk.cost)
 }
 
 func (h hint) throttled() bool { return h.signal == signalQuota }
@@ -113,7 +124,8 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 	now, at := ks.clock(now, mono)
 	ks.sending--
 	ks.outUnits -= int64(tk.cost)
-	ks.answered(tk, resp != nil, now, mono, at-tk.mono)
+	units := h.units(*tk)
+	ks.answered(tk, units, resp != nil, now, mono, at-tk.mono)
 	// ok: the server took the request (a 5xx says nothing about the pace).
 	ok := resp != nil && h.signal == signalNone && resp.StatusCode < http.StatusInternalServerError
 	failed := h.signal == signalUnavailable
@@ -132,9 +144,10 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		m.on = true
 		m.rtt = ks.lat.srtt + ks.lat.jitter()
 		m.rollover(at, ks.admitted)
-		m.read(h.quota, at, tk.adm, ks.admitted, int(ks.outUnits), int(tk.cost), ok)
+		m.recount(tk.mono, int(tk.cost), units)
+		m.read(h.quota, at, tk.adm, ks.admitted, ks.outUnits, units, ok)
 		if h.throttled() {
-			m.refused(tk.mono, int(tk.cost))
+			m.forget(tk.mono, units)
 		}
 		if kind, r, changed := m.news(); changed {
 			ls.pace, ls.paceWhy = r, "quota headers: "+kind
@@ -268,10 +281,11 @@ func (ks *keyState) clock(now time.Time, mono time.Duration) (time.Time, time.Du
 }
 
 // answered closes the attempt's window entries at now (mono from the
-// epoch), and learns its round trip, rtt, when it got a response.
-func (ks *keyState) answered(tk *ticket, response bool, now time.Time, mono, rtt time.Duration) {
+// epoch), where they count units from then (its charge, or the server's
+// figure), and learns its round trip, rtt, when it got a response.
+func (ks *keyState) answered(tk *ticket, units int, response bool, now time.Time, mono, rtt time.Duration) {
 	for i := range ks.wins {
-		ks.wins[i].answered(tk.adm, int(tk.cost), mono)
+		ks.wins[i].answered(tk.adm, units, mono)
 	}
 	if !response {
 		return

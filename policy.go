@@ -82,8 +82,9 @@ type Policy struct {
 // (N units, for requests given a [Cost]: GitHub's GraphQL API allows
 // {N: 5000, Per: time.Hour} points): a sliding log, so a client under it is
 // safe whether the server counts in fixed or sliding windows. Both N and
-// Per must be positive (Per at most ten years). It keeps the times of the
-// last N units: 16 bytes each, while the key is in use.
+// Per must be positive (Per at most ten years). It keeps one entry per
+// request it still counts, whatever its cost: 16 bytes (24 while the
+// request is on its way), while the key is in use.
 type Window struct {
 	N   int
 	Per time.Duration

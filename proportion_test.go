@@ -338,9 +338,12 @@ func TestWindowEntryCountsFromItsAnswer(t *testing.T) {
 			synctest.Wait()
 		}
 		wg.Wait()
-		// /fast answered at 10ms: /c goes 1s later. /slow answered at 5s:
-		// /d goes 1s after that.
-		assert.Equal(t, []time.Duration{0, 0, ms(1010), ms(6000)}, rec.times())
+		// /fast answered at 10ms: /c goes 1s later. /slow, still on the
+		// wire, holds the other place: /d waits until /c, answered at
+		// 1020ms, has aged out (were /slow counted from its sending, /d
+		// would go beside /c). Nothing is counted twice: /slow and /c
+		// count within the same second, /c and /d never.
+		assert.Equal(t, []time.Duration{0, 0, ms(1010), ms(2020)}, rec.times())
 	})
 }
 

@@ -198,7 +198,7 @@ var quotaCases = []struct {
 	{"ietf-integer-too-long-ignored", quotaHeader("RateLimit", `"a";r=1234567890123456`),
 		throttle.Quota{}},
 	{"ietf-largest-integer", quotaHeader("RateLimit", `"a";r=999999999999999;t=999999999999999`),
-		throttle.Quota{Remaining: 999999999999999, Reset: longestDuration, Policy: "a", HasRemaining: true, HasReset: true}},
+		throttle.Quota{Remaining: min(999999999999999, math.MaxInt), Reset: longestDuration, Policy: "a", HasRemaining: true, HasReset: true}},
 	{"ietf-unterminated-string-ignored", quotaHeader("RateLimit", `"a;r=1`), throttle.Quota{}},
 	{"ietf-bad-policy-keeps-ratelimit", quotaHeader("RateLimit", `"a";r=1`, "RateLimit-Policy", `"a";q=10;w=`),
 		throttle.Quota{Remaining: 1, Policy: "a", HasRemaining: true}},

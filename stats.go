@@ -135,7 +135,7 @@ func (ks *keyState) snapshot(t *Transport, now time.Time) KeyStats {
 	if m := ks.mirror(); m != nil {
 		mono := t.since(now)
 		m.rollover(mono, ks.admitted)
-		s.Remaining = max(0, int(m.tokens(mono, int(ks.sending))))
+		s.Remaining = int(max(0, m.tokens(mono, ks.outUnits)))
 		if m.kind != kindBucket && m.kind != kindLog && m.resetAt > mono {
 			s.Reset = now.Add(m.resetAt - mono)
 		}

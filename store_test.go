@@ -27,6 +27,24 @@ func TestMemoryStore(t *testing.T) {
 	}
 }
 
+// Regression: a MemoryStore's window keeps one entry per departure,
+// whatever its units. A departure of 5 million units once logged 5 million
+// times under the Store's mutex (117 MB, half a second).
+func TestMemoryStoreWindowPerDeparture(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := throttle.NewMemoryStore()
+		p := throttle.Policy{Windows: []throttle.Window{{N: 10_000_000, Per: time.Hour}}}
+		before := allocated()
+		for i, n := range []int{5_000_000, 5_000_000, 1} {
+			r, err := s.Reserve(context.Background(), "costly", p, n, 2*time.Hour)
+			require.NoError(t, err)
+			require.True(t, r.OK)
+			assert.Equal(t, []time.Duration{0, 0, time.Hour}[i], r.Wait, "departure %d", i)
+		}
+		assert.Less(t, allocated()-before, uint64(1<<20), "bytes allocated for 3 departures")
+	})
+}
+
 // overBucket is the most sends of times (sorted) that any interval of
 // length d holds, over the bucket's allowance r×d: a pacer at r with depth b
 // has at most b.

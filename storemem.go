@@ -20,7 +20,8 @@ import (
 type MemoryStore struct {
 	mu    sync.Mutex
 	keys  map[string]*storeKey
-	sweep int // keys at the last sweep
+	sweep int       // keys at the last sweep
+	epoch time.Time // windows log their departures from it
 }
 
 // storeKey is a key's shared state.
@@ -30,20 +31,13 @@ type storeKey struct {
 	pause  time.Time  // no departure before this
 	cut    rate.Limit // a pace cut by Slow, climbing back from cutAt
 	cutAt  time.Time
-	cutEnd time.Time // when it has climbed back to Policy.Rate
-	wins   map[Window]*storeWindow
-}
-
-// storeWindow is the last N departures of one window, oldest first, in a
-// ring.
-type storeWindow struct {
-	at    []time.Time
-	start int
+	cutEnd time.Time          // when it has climbed back to Policy.Rate
+	wins   map[Window]*runLog // each window's departures, from the Store's epoch: one run each, of its units
 }
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{keys: map[string]*storeKey{}, sweep: 1024}
+	return &MemoryStore{keys: map[string]*storeKey{}, sweep: 1024, epoch: time.Now()}
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -67,10 +61,12 @@ func (s *MemoryStore) Reserve(ctx context.Context, key string, p Policy, n int, 
 		dep = latest(dep, k.tat.Add(-storeTolerance(p, r, n)))
 	}
 	for _, w := range p.Windows {
-		// Its last unit must outlive the departure N units before it.
-		if back := w.N - min(n, w.N) + 1; k.wins[w] != nil && len(k.wins[w].at) >= back {
-			kw := k.wins[w]
-			dep = latest(dep, kw.nth(len(kw.at)-back).Add(w.Per))
+		// Its units must find room among those of the departures kept
+		// (all before it): the oldest leave first.
+		if kw := k.wins[w]; kw != nil {
+			if excess := kw.units() + int64(min(n, w.N)) - int64(w.N); excess > 0 {
+				dep = latest(dep, s.epoch.Add(kw.ageOut(excess)).Add(w.Per))
+			}
 		}
 	}
 	res := Reservation{Wait: dep.Sub(now), Paused: k.pause.After(now) && !k.pause.Before(dep)}
@@ -83,10 +79,11 @@ func (s *MemoryStore) Reserve(ctx context.Context, key string, p Policy, n int, 
 		k.tat = latest(k.tat, dep).Add(spanOf(n, r))
 	}
 	for _, w := range p.Windows {
+		// What departed Per before it never counts again: every later
+		// departure goes after it.
 		kw := k.window(w)
-		for range min(n, w.N) {
-			kw.add(dep, w.N)
-		}
+		kw.prune(s.since(dep) - w.Per)
+		kw.add(s.since(dep), int64(min(n, w.N)))
 	}
 	return res, nil
 }
@@ -124,7 +121,7 @@ func (s *MemoryStore) key(key string, now time.Time) *storeKey {
 	}
 	if len(s.keys) >= s.sweep {
 		for name, k := range s.keys {
-			if k.idle(now) {
+			if k.idle(now, s.since(now)) {
 				delete(s.keys, name)
 			}
 		}
@@ -136,43 +133,33 @@ func (s *MemoryStore) key(key string, now time.Time) *storeKey {
 }
 
 // idle reports whether nothing of the key's state still holds a departure
-// at now: dropping it changes nothing.
-func (k *storeKey) idle(now time.Time) bool {
+// at now (mono from the Store's epoch): dropping it changes nothing.
+func (k *storeKey) idle(now time.Time, mono time.Duration) bool {
 	if k.tat.After(now) || k.pause.After(now) || k.last.After(now) || k.cutEnd.After(now) {
 		return false
 	}
 	for w, kw := range k.wins {
-		if len(kw.at) > 0 && kw.nth(len(kw.at)-1).Add(w.Per).After(now) {
+		if at, ok := kw.last(); ok && at > mono-w.Per {
 			return false
 		}
 	}
 	return true
 }
 
-func (k *storeKey) window(w Window) *storeWindow {
+func (k *storeKey) window(w Window) *runLog {
 	if k.wins == nil {
-		k.wins = map[Window]*storeWindow{}
+		k.wins = map[Window]*runLog{}
 	}
 	kw := k.wins[w]
 	if kw == nil {
-		kw = &storeWindow{}
+		kw = &runLog{}
 		k.wins[w] = kw
 	}
 	return kw
 }
 
-// nth returns the i-th oldest departure.
-func (w *storeWindow) nth(i int) time.Time { return w.at[(w.start+i)%len(w.at)] }
-
-// add logs a departure, keeping the last n.
-func (w *storeWindow) add(at time.Time, n int) {
-	if len(w.at) < n {
-		w.at = append(w.at, at)
-		return
-	}
-	w.at[w.start] = at
-	w.start = (w.start + 1) % len(w.at)
-}
+// since is t from the Store's epoch (saturated, as time.Time.Sub).
+func (s *MemoryStore) since(t time.Time) time.Duration { return t.Sub(s.epoch) }
 
 func latest(a time.Time, bs ...time.Time) time.Time {
 	for _, b := range bs {

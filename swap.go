@@ -120,46 +120,30 @@ func (ks *keyState) repolicy(p *policy, now time.Time) {
 			tr.x.learn = learner{} // a configured pace: nothing to learn
 		}
 	}
-	ks.wins = rewindow(ks.wins, p, ks.admitted)
+	ks.wins = rewindow(ks.wins, p)
 	ks.wakeHead()
 }
 
-// gone is the time of a window entry that never counts.
-const gone = -4 * maxPer
-
-// rewindow returns the windows of p for a key with admitted admissions so
-// far, each holding the admissions the old windows logged (the log of the
-// largest holds the most), the k-th at index (k-1) mod N as every log does.
-func rewindow(old []windowLog, p *policy, admitted uint64) []windowLog {
+// rewindow returns the windows of p for a key, each holding the attempts
+// the old windows logged: those of the longest, which keeps the most
+// (each lets go of what no longer counts in it).
+func rewindow(old []windowLog, p *policy) []windowLog {
 	if len(p.Windows) == 0 {
 		return nil
 	}
 	var src *windowLog
 	for i := range old {
-		if src == nil || len(old[i].log) > len(src.log) {
+		if src == nil || old[i].Per > src.Per {
 			src = &old[i]
 		}
 	}
 	wins := make([]windowLog, len(p.Windows))
 	for i := range p.Windows {
-		w := newWindowLog(&p.Windows[i])
-		if admitted > 0 {
-			n := uint64(w.N)
-			w.log = make([]winEntry, w.N)
-			for j := range w.log {
-				w.log[j].at = gone
-			}
-			w.start = int(admitted % n)
-			if src != nil {
-				w.latest = src.latest
-				for j := range src.log {
-					if e := src.entry(j); e.num() >= 1 && e.num()+n > admitted {
-						w.log[(e.num()-1)%n] = *e
-					}
-				}
-			}
+		if src == nil {
+			wins[i] = newWindowLog(&p.Windows[i])
+		} else {
+			wins[i] = src.clone(&p.Windows[i])
 		}
-		wins[i] = w
 	}
 	return wins
 }

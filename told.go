@@ -131,7 +131,7 @@ type told struct {
 	sends      []time.Duration // our admissions over the last window length, oldest first
 	answers    []time.Duration // our accepted answers over the last window length, oldest first
 	rtt        time.Duration   // about the longest a request takes to reach the server
-	others     int             // others' requests in the log at the last reading
+	others     int64           // others' requests in the log at the last reading
 
 	shownKind string  // what EventPace last said
 	shownRate float64 //
@@ -140,7 +140,7 @@ type told struct {
 	markAt  time.Duration
 	markRem int
 	markAcc int64
-	markOut int   // our requests on their way then
+	markOut int64 // our requests on their way then
 	acc     int64 // our answers the server counted
 	reads   int
 }
@@ -157,7 +157,7 @@ type told struct {
 // request the server counted after it is one still on its way; for a
 // bucket, whose count climbs, the answer to the latest admission is the
 // latest count, within the few requests sent together.
-func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight, n int, accepted bool) {
+func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight int64, n int, accepted bool) {
 	if accepted {
 		m.acc += int64(n)
 		m.accepted(now, n)
@@ -199,12 +199,12 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight, 
 		m.period = q.Window
 	}
 	m.measure(now, r, inflight)
-	if m.kind == kindUnknown && m.tested && accepted && adm > m.leftAdm && r+1 > m.left+inflight &&
-		(m.depth < minDepth || r+inflight+2 < m.depth) { // back to full: a reset, perhaps
+	if m.kind == kindUnknown && m.tested && accepted && adm > m.leftAdm && int64(r)+1 > int64(m.left)+inflight &&
+		(m.depth < minDepth || int64(r)+inflight+2 < int64(m.depth)) { // back to full: a reset, perhaps
 		// The request that tried beyond the mirror was accepted: the
 		// quota gave back before its reset. No more than a log would
 		// have given back shows a log; more, a bucket.
-		if echo := m.echoes(m.leftAt, now); echo > 0 && r+1 <= m.left+inflight+echo {
+		if echo := m.echoes(m.leftAt, now); echo > 0 && int64(r)+1 <= int64(m.left)+inflight+int64(echo) {
 			m.kind = kindLog
 		} else {
 			m.kind, m.rate = kindBucket, float64(r-m.left+1)/(now-m.leftAt).Seconds()
@@ -216,11 +216,11 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight, 
 	case kindLog:
 		// What the log holds of others': all it holds, less ours that it
 		// may hold (those on their way may not be counted yet).
-		ours := m.sentBetween(now-m.length()-m.rtt, now) - inflight
-		m.others = max(0, m.limit-r-ours)
+		ours := int64(m.sentBetween(now-m.length()-m.rtt, now)) - inflight
+		m.others = max(0, int64(m.limit-r)-ours)
 	}
 	if (m.kind == kindWindow || m.kind == kindUnknown) && m.leftAt != 0 && adm > m.rollAdm &&
-		r > m.left+inflight+2 && r+inflight+2 >= m.depth {
+		int64(r) > int64(m.left)+inflight+2 && int64(r)+inflight+2 >= int64(m.depth) {
 		// The count came back before the reset the key knew of: that one
 		// was known late (whole seconds are late by up to one), and has
 		// passed. This answer's reset is the next.
@@ -324,7 +324,7 @@ func (m *told) rollover(now time.Duration, admitted uint64) {
 // limit less our requests that may still count in it (up to a round trip
 // after they were sent), whatever the order of the answers; what others
 // spend shows in the readings, as a window's.
-func (m *told) tokens(now time.Duration, inflight int) float64 {
+func (m *told) tokens(now time.Duration, inflight int64) float64 {
 	t := float64(m.left)
 	switch m.kind {
 	case kindBucket:
@@ -349,7 +349,7 @@ func (m *told) tokens(now time.Duration, inflight int) float64 {
 // lets go then), or holdsForAnswer when only an answer on its way can tell.
 // A cost beyond all the quota holds goes when it is whole: the server
 // decides.
-func (m *told) lowerBound(now time.Duration, admitted uint64, inflight, ahead, n int) time.Duration {
+func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ahead, n int) time.Duration {
 	m.rollover(now, admitted)
 	if m.limit > 0 {
 		n = min(n, m.limit)
@@ -380,12 +380,12 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight, ahead, n
 		return now
 	case m.kind == kindLog:
 		return m.aged(now, need-t)
-	case m.kind == kindWindow && m.period == 0 && m.exact(now, inflight) < need && float64(m.left-inflight) >= need:
+	case m.kind == kindWindow && m.period == 0 && m.exact(now, inflight) < need && float64(int64(m.left)-inflight) >= need:
 		return m.aged(now, need-m.exact(now, inflight)) // what a log would hold binds
 	case m.kind == kindWindow && m.period == 0 && m.exact(now, inflight) < need && m.resetAt > now:
 		return max(m.resetAt, m.aged(now, need-m.exact(now, inflight)))
 	case m.rate > 0:
-		return now + time.Duration(math.Ceil((need-t)/m.rate*1e9))
+		return later(now, (need-t)/m.rate)
 	case m.kind == kindBucket && inflight > 0:
 		// Spent, and others spend all it adds, as far as the key has
 		// measured: nothing is known to refill it. The answers on their
@@ -406,9 +406,19 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight, ahead, n
 	return now // nothing known holds it: its answer will say more
 }
 
+// later is secs seconds after now, rounded up to the nanosecond, saturated
+// short of holdsForAnswer (a wait of centuries is a wait, not one for an
+// answer).
+func later(now time.Duration, secs float64) time.Duration {
+	if room := holdsForAnswer - 1 - now; secs >= float64(room)/1e9 {
+		return now + room
+	}
+	return now + time.Duration(math.Ceil(secs*1e9))
+}
+
 // took records a request of cost n admitted at now, with inflight others
 // on their way.
-func (m *told) took(now time.Duration, inflight, n int) {
+func (m *told) took(now time.Duration, inflight int64, n int) {
 	m.spread = now
 	m.sent += uint64(n)
 	if m.limit <= maxCounted && (m.kind != kindWindow || m.length() <= maxCounting) {

@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -49,12 +50,12 @@ func (m *told) echoes(from, to time.Duration) int {
 // it answered, so it has forgotten each by then, whatever the network and
 // the server's own delays. Without a length, or counts kept, it is the
 // limit.
-func (m *told) exact(now time.Duration, inflight int) float64 {
+func (m *told) exact(now time.Duration, inflight int64) float64 {
 	p := m.length()
 	if p <= 0 || p > maxCounting || m.limit > maxCounted {
 		return float64(m.limit)
 	}
-	return float64(m.limit - inflight - m.answeredBetween(now-p, now))
+	return float64(int64(m.limit) - inflight - int64(m.answeredBetween(now-p, now)))
 }
 
 // aged is when n more of our answered requests will have left a log of the
@@ -111,9 +112,26 @@ func keep(ts []time.Duration, old time.Duration) []time.Duration {
 	return ts
 }
 
-// refused forgets our admission at sent, of cost n: the server refused
-// it, so it does not count in a log of the requests it accepted.
-func (m *told) refused(sent time.Duration, n int) {
+// recount corrects our admission at sent, charged units, to what the
+// server's figure says it cost (see WithCost): a log of recent requests
+// holds the figure. Times not kept are not added.
+func (m *told) recount(sent time.Duration, charged, figure int) {
+	switch {
+	case figure < charged:
+		m.forget(sent, charged-figure)
+	case figure > charged:
+		i := sort.Search(len(m.sends), func(i int) bool { return m.sends[i] > sent })
+		if i > 0 && m.sends[i-1] == sent {
+			more := min(figure-charged, maxCounted+1) // more can never count
+			m.sends = slices.Insert(m.sends, i, slices.Repeat([]time.Duration{sent}, more)...)
+		}
+	}
+}
+
+// forget forgets n units of our admission at sent: the server refused
+// it, so it does not count in a log of the requests it accepted, or its
+// figure says it cost less.
+func (m *told) forget(sent time.Duration, n int) {
 	i := sort.Search(len(m.sends), func(i int) bool { return m.sends[i] >= sent })
 	j := i
 	for j < len(m.sends) && j-i < n && m.sends[j] == sent {

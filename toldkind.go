@@ -17,7 +17,7 @@ import "time"
 //     refilled, or a window's reset known late (whole seconds);
 //   - a bucket that gave nothing back is spent by others as fast as it
 //     refills.
-func (m *told) measure(now time.Duration, r, inflight int) {
+func (m *told) measure(now time.Duration, r int, inflight int64) {
 	if m.markAt == 0 {
 		m.markAt, m.markRem, m.markAcc, m.markOut = now, r, m.acc, inflight
 		return
@@ -30,7 +30,7 @@ func (m *told) measure(now time.Duration, r, inflight int) {
 	// What the server gave back meanwhile: the climb, plus our requests it
 	// counted, within the requests on their way at either end, which it
 	// may have counted on either side.
-	back := r - m.markRem + int(m.acc-m.markAcc)
+	back := int64(r-m.markRem) + m.acc - m.markAcc
 	noise := m.markOut + inflight
 	// A full bucket loses what it would add: a span that ends or begins
 	// full shows a rate it bears at least; one full at both ends, a
@@ -38,12 +38,12 @@ func (m *told) measure(now time.Duration, r, inflight int) {
 	// (Remaining is read after the answered request took its own.)
 	top := max(1, m.depth-m.depth/8)
 	full, fuller := m.markRem+1 >= top || r+1 >= top, m.markRem+1 >= top && r+1 >= top
-	echo := 0
+	echo := int64(0)
 	if m.kind != kindBucket {
-		echo = m.echoes(m.markAt, now) // only more than a log gives back shows a bucket
+		echo = int64(m.echoes(m.markAt, now)) // only more than a log gives back shows a bucket
 	}
 	switch {
-	case m.passed && m.still && back >= m.limit/2 && m.kind == kindUnknown:
+	case m.passed && m.still && back >= int64(m.limit/2) && m.kind == kindUnknown:
 		m.kind = kindWindow // nothing back before the reset, everything at it
 	case m.passed:
 	case back > noise && back <= noise+echo && m.kind != kindLog:

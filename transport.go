@@ -309,6 +309,7 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 		// Also the length of a pause, should the answer begin one.
 		o.delay = max(r.backoff(), o.h.wait)
 	}
+	o.h.figure, o.h.figured = int32(fig.n), fig.ok
 	ks := r.ks
 	ks.mu.Lock()
 	r.t.learn(&o.ls, ks, tk, resp, &o.h, o.delay, o.now, mono)

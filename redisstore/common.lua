@@ -5,7 +5,7 @@
 -- KEYS[1]  the key's hash: tat (GCRA's theoretical arrival time), last (the
 --          latest departure booked), pause (no departure before it), cut
 --          and cutAt (a pace cut, climbing back since cutAt), seq (a count
---          of bookings, to name window entries)
+--          of bookings)
 -- ARGV[1]  Policy.Rate per second; 0: unpaced
 -- ARGV[2]  the bucket's tolerance in intervals: max(1, Burst-1)-1; 0 with Queue
 -- ARGV[3]  the margin (µs) kept past the moment the state stops mattering
@@ -53,9 +53,11 @@ local function tolerance(r)
 	return depth * 1e6 / r
 end
 
--- expire sets key to live until µs (on the server's clock), and margin.
+-- expire sets key to live until µs (on the server's clock), and margin;
+-- at most some 30,000 years (PEXPIRE wants an integer it can add to now).
 local function expire(key, till)
-	redis.call('PEXPIRE', key, num(math.max(1, math.ceil((till - now + margin) / 1000))))
+	local ms = math.ceil((till - now + margin) / 1000)
+	redis.call('PEXPIRE', key, num(math.min(math.max(1, ms), 1e15)))
 end
 
 -- save writes the hash, to live until its state no longer holds a

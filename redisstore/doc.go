@@ -43,8 +43,8 @@
 // know it yet), which reads the time with TIME on the Redis server (the
 // processes' clocks never enter the arithmetic, so skew between machines
 // does not matter) and does the arithmetic of [throttle.MemoryStore]:
-// GCRA (virtual scheduling) for the bucket and the queue, the last N
-// departures of each Window, the pause and the cut pace. A departure later
+// GCRA (virtual scheduling) for the bucket and the queue, the departures
+// of each Window's last Per, the pause and the cut pace. A departure later
 // than the caller can wait is not booked, and nothing is written. It needs
 // Redis 4.0 or later (tested with 7.0); on servers older than 5, the
 // scripts ask for effects replication, which a script that reads TIME
@@ -58,7 +58,7 @@
 // 16 bytes of its SHA-256 in hexadecimal, between braces:
 //
 //	throttle:{9f86d081884c7d659a2feaa0c55ad015}
-//	throttle:{9f86d081884c7d659a2feaa0c55ad015}:w:5000:3600000000000
+//	throttle:{9f86d081884c7d659a2feaa0c55ad015}:win:5000:3600000000000
 //
 // The first is a hash (tat, last, pause, cut, cutAt, seq: the bucket's
 // theoretical arrival time, the latest departure, the pause's end, the cut
@@ -66,8 +66,12 @@
 // set per Window, named by its N and Per (in nanoseconds).
 //
 // Times are microseconds of the Redis server's clock. A window's sorted
-// set keeps the last N units departed (a departure of n units is n
-// members), trimmed at each booking. Each script
+// set keeps one member per departure that may still count, whatever its
+// units: its score is the departure, its name the units of the departures
+// kept up to it and its own ("0000000000001200:5"), so that a booking finds
+// the window's units, and the departure whose units make room for its
+// own, in a few reads (O(log) of the departures kept), and lets go of what
+// departed Per before it. Each script
 // sets its keys' time to live (PEXPIRE) as it writes them: until the state
 // no longer holds any departure (the bucket full again, the pause over,
 // the window's newest departure Per ago, a cut pace climbed back), and a

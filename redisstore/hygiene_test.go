@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -161,4 +162,65 @@ func keySlot(key string) int {
 		}
 	}
 	return int(crc) % 16384
+}
+
+// Regression: a window keeps one member per departure, whatever its units.
+// A departure of a million units once wrote a million members (1.5 s of
+// Redis, blocking every client, and 120 MB).
+func TestWindowMemberPerDeparture(t *testing.T) {
+	s, c, pre := newStore(t, redisstore.FailClosed())
+	ctx := context.Background()
+	p := throttle.Policy{Windows: []throttle.Window{{N: 1_000_000, Per: time.Hour}}}
+	for i, n := range []int{1_000_000, 1, 999_999} {
+		r, err := s.Reserve(ctx, "costly", p, n, 2*time.Hour)
+		if err != nil || !r.OK {
+			t.Fatalf("Reserve %d of %d units: %+v, %v", i, n, r, err)
+		}
+		if i > 0 && r.Wait < 59*time.Minute {
+			t.Fatalf("Reserve %d of %d units: wait %v, want an hour: the window holds a million", i, n, r.Wait)
+		}
+	}
+	for _, k := range scan(t, c, pre) {
+		if c.Type(ctx, k).Val() != "zset" {
+			continue
+		}
+		// One member per departure, kept while it may count: the first
+		// left when the second went, an hour after it.
+		if n := c.ZCard(ctx, k).Val(); n != 2 {
+			t.Errorf("ZCARD %s = %d, want 2: one member per departure that counts", k, n)
+		}
+	}
+}
+
+// A window's members count units from the oldest kept, in a double: they
+// are numbered from 0 again before the count passes 2^52, and the waits go
+// on as before. In a window of 2^50 units, departures of 2^48: four an
+// hour.
+func TestWindowUnitsRenumbered(t *testing.T) {
+	if strconv.IntSize < 64 {
+		t.Skip("a window of 2^50 units needs 64-bit ints")
+	}
+	s, c, pre := newStore(t, redisstore.FailClosed())
+	ctx := context.Background()
+	shift := 50 // not a constant: it would overflow int on 32-bit platforms
+	p := throttle.Policy{Windows: []throttle.Window{{N: 1 << shift, Per: time.Hour}}}
+	for i := range 24 { // past 2^52 units at the 17th
+		r, err := s.Reserve(ctx, "renumbered", p, 1<<(shift-2), 10*time.Hour)
+		if err != nil || !r.OK {
+			t.Fatalf("Reserve %d: %+v, %v", i, r, err)
+		}
+		if want := time.Duration(i/4) * time.Hour; r.Wait < want-time.Second || r.Wait > want+time.Second {
+			t.Fatalf("Reserve %d: wait %v, want %v", i, r.Wait, want)
+		}
+	}
+	for _, k := range scan(t, c, pre) {
+		if c.Type(ctx, k).Val() != "zset" {
+			continue
+		}
+		for _, m := range c.ZRange(ctx, k, 0, -1).Val() {
+			if len(m) < 17 || m[:17] > "4503599627370496:" { // 2^52
+				t.Errorf("member %q of %s: want its count of units below 2^52", m, k)
+			}
+		}
+	}
 }

@@ -29,13 +29,13 @@ func tag(key string) string {
 
 // keys returns the Redis keys of key under p: its hash first
 // ("throttle:{…}"), then the sorted set of each of p's Windows
-// ("throttle:{…}:w:5000:3600000000000", N and Per in nanoseconds).
+// ("throttle:{…}:win:5000:3600000000000", N and Per in nanoseconds).
 func (s *Store) keys(key string, p throttle.Policy) []string {
 	base := s.cfg.prefix + tag(key)
 	out := make([]string, 1, 1+len(p.Windows))
 	out[0] = base
 	for _, w := range p.Windows {
-		out = append(out, base+":w:"+strconv.Itoa(w.N)+":"+strconv.FormatInt(int64(w.Per), 10))
+		out = append(out, base+":win:"+strconv.Itoa(w.N)+":"+strconv.FormatInt(int64(w.Per), 10))
 	}
 	return out
 }

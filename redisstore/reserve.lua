@@ -1,17 +1,65 @@
 -- Reserve books the key's next departure, of n units (after common.lua).
 --
--- KEYS[1+i]            the sorted set of window i: its last N units departed
---                      (score: the departure; member: "departure:seq:unit")
+-- KEYS[1+i]            the sorted set of window i: its departures that may
+--                      still count, one member each whatever its units
+--                      (score: the departure; member: "cum:units", the units
+--                      of it and of every departure before it in the set,
+--                      zero-padded so that members of one score sort in
+--                      order, then its own)
 -- ARGV[4]              maxWait (µs): a departure further from now is not booked
 -- ARGV[5]              n, the units of the departure (>= 1)
 -- ARGV[4+2i], [5+2i]   window i's N, and its Per (µs)
--- returns {booked (0 or 1), wait (µs, rounded up), paused (0 or 1)}
+-- returns {booked (0 or 1), wait (µs, rounded up; at most the longest
+-- time.Duration), paused (0 or 1)}
 
 local maxWait = tonumber(ARGV[4])
 local units = tonumber(ARGV[5])
+local longest = 9223372036854775 -- µs: the longest time.Duration
 local r = pace()
 if r >= rate then
 	cut = 0
+end
+
+-- member reads a window's member: its cum, and its units.
+local function member(m)
+	local c, u = string.match(m, '^(%d+):(%d+)$')
+	return tonumber(c), tonumber(u)
+end
+
+local function name(cum, u)
+	return string.format('%016.0f:%.0f', cum, u)
+end
+
+-- rebase numbers a window's members from 0 again, and returns its newest
+-- cum: a cum stays exact in a double (below 2^53) however long the set
+-- lives.
+local function rebase(key)
+	local all = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+	if not all[1] then
+		return 0
+	end
+	local c, u = member(all[1])
+	local base, top, add = c - u, 0, {}
+	redis.call('DEL', key)
+	for j = 1, #all, 2 do
+		c, u = member(all[j])
+		top = c - base
+		add[#add + 1] = all[j + 1]
+		add[#add + 1] = name(top, u)
+		if #add == 2000 then -- a command's arguments are unpacked onto Lua's stack
+			redis.call('ZADD', key, unpack(add))
+			add = {}
+		end
+	end
+	if #add > 0 then
+		redis.call('ZADD', key, unpack(add))
+	end
+	return top
+end
+
+-- cumAt is the cum of the member of the given rank.
+local function cumAt(key, rank)
+	return (member(redis.call('ZRANGE', key, rank, rank)[1]))
 end
 
 local dep = math.max(now, last, pause)
@@ -21,14 +69,35 @@ if r > 0 then
 	local held = math.min(units, depth + 1)
 	dep = math.max(dep, tat - tolerance(r) + (held - 1) * 1e6 / r)
 end
+local newest = {} -- each window's newest cum: 0 when it holds none
 for i = 2, #KEYS do
 	local n, per = tonumber(ARGV[2 * i + 2]), tonumber(ARGV[2 * i + 3])
-	-- its last unit outlives the unit n before it: the (n-u+1)-th newest
-	-- (none while fewer are kept)
-	local back = n - math.min(units, n) + 1
-	local nth = redis.call('ZRANGE', KEYS[i], -back, -back, 'WITHSCORES')
-	if nth[2] then
-		dep = math.max(dep, tonumber(nth[2]) + per)
+	newest[i] = 0
+	local first = redis.call('ZRANGE', KEYS[i], 0, 0)
+	if first[1] then
+		-- Its units must find room among those of the departures kept (all
+		-- before it): the oldest leave first, so it goes Per after the one
+		-- that holds the excess's last unit (found by halving the ranks).
+		local c, u = member(first[1])
+		local base = c - u
+		newest[i] = cumAt(KEYS[i], -1)
+		local excess = newest[i] - base + math.min(units, n) - n
+		if excess > 0 then
+			local lo, hi = 0, redis.call('ZCARD', KEYS[i]) - 1
+			if c >= base + excess then
+				hi = 0
+			end
+			while lo < hi do
+				local mid = math.floor((lo + hi) / 2)
+				if cumAt(KEYS[i], mid) >= base + excess then
+					hi = mid
+				else
+					lo = mid + 1
+				end
+			end
+			local at = redis.call('ZRANGE', KEYS[i], lo, lo, 'WITHSCORES')
+			dep = math.max(dep, tonumber(at[2]) + per)
+		end
 	end
 end
 
@@ -36,8 +105,8 @@ local paused = 0
 if pause > now and pause >= dep then
 	paused = 1
 end
-local wait = math.ceil(dep - now)
-if dep - now > maxWait then
+local wait = math.min(math.ceil(dep - now), longest)
+if wait > maxWait then
 	return {0, wait, paused}
 end
 
@@ -48,21 +117,14 @@ end
 seq = seq + 1
 for i = 2, #KEYS do
 	local n, per = tonumber(ARGV[2 * i + 2]), tonumber(ARGV[2 * i + 3])
-	-- one member per unit, at most n, added a thousand at a time (a
-	-- command's arguments are unpacked onto Lua's stack)
-	local score, add = num(dep), {}
-	for u = 1, math.min(units, n) do
-		add[#add + 1] = score
-		add[#add + 1] = score .. ':' .. num(seq) .. ':' .. u
-		if #add == 2000 then
-			redis.call('ZADD', KEYS[i], unpack(add))
-			add = {}
-		end
+	-- What departed Per before this one never counts again: every later
+	-- departure goes after it.
+	redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', num(dep - per))
+	local u = math.min(units, n)
+	if newest[i] + u > 2 ^ 52 then
+		newest[i] = rebase(KEYS[i])
 	end
-	if #add > 0 then
-		redis.call('ZADD', KEYS[i], unpack(add))
-	end
-	redis.call('ZREMRANGEBYRANK', KEYS[i], 0, num(-(n + 1)))
+	redis.call('ZADD', KEYS[i], num(dep), name(newest[i] + u, u))
 	expire(KEYS[i], dep + per)
 end
 save()

@@ -38,11 +38,18 @@ func TestOneRoundTrip(t *testing.T) {
 	}
 	// The rest are the scripts' own commands, and this test's.
 	inScript := map[string]bool{"time": true, "hmget": true, "hset": true, "pexpire": true,
-		"zrange": true, "zadd": true, "zremrangebyrank": true, "info": true, "config|resetstat": true}
+		"zrange": true, "zcard": true, "zadd": true, "zremrangebyscore": true, "del": true,
+		"info": true, "config|resetstat": true}
 	for cmd, n := range calls {
 		if cmd != "evalsha" && !inScript[cmd] {
 			t.Errorf("%d calls of %s: not one of the scripts' commands", n, cmd)
 		}
+	}
+	// A window of departures of one unit costs a Reserve three reads at
+	// most: its oldest member, its newest, and the one whose units make
+	// room (the oldest).
+	if got := calls["zrange"]; got > 3*reserves {
+		t.Errorf("%d ZRANGE for %d Reserve, want 3 each at most", got, reserves)
 	}
 	if got := calls["time"]; got != reserves+slows {
 		t.Errorf("%d TIME, want one per decision: %d", got, reserves+slows)

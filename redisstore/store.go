@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -95,9 +96,18 @@ func (s *Store) reserve(ctx context.Context, key string, p throttle.Policy, n in
 	}
 	return throttle.Reservation{
 		OK:     v[0] == 1,
-		Wait:   time.Duration(v[1]) * time.Microsecond,
+		Wait:   fromMicros(v[1]),
 		Paused: v[2] == 1,
 	}, nil
+}
+
+// fromMicros is us microseconds as a Duration, saturated: a wait beyond
+// its range (some 292 years) is the longest, as MemoryStore's.
+func fromMicros(us int64) time.Duration {
+	if us >= math.MaxInt64/int64(time.Microsecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(us) * time.Microsecond
 }
 
 // slow runs slow.lua.

@@ -76,6 +76,7 @@ var Tests = []Test{
 	{"QueueCost", testQueueCost},
 	{"WindowCost", testWindowCost},
 	{"MaxWait", testMaxWait},
+	{"WaitSaturates", testWaitSaturates},
 	{"Pause", testPause},
 	{"PaceCut", testPaceCut},
 	{"KeysApart", testKeysApart},
@@ -210,6 +211,36 @@ func testMaxWait(t *testing.T, s throttle.Store, c Clock) {
 	}
 	got := waits(t, s, "maxwait", p, 1)
 	near(t, c, got, func(int) time.Duration { return c.ms(300) })
+}
+
+// testWaitSaturates: a wait beyond time.Duration's range (some 292 years)
+// is the longest Duration, never one that wrapped negative: a leaky bucket
+// at 0.1/s books a billion units at once, and the next billion 317 years
+// later. Asked with a shorter maxWait, the Store says as much and books
+// nothing; asked without a bound, it books the departure. A Store that
+// keeps its state for as long as it matters keeps it as long as it can.
+func testWaitSaturates(t *testing.T, s throttle.Store, c Clock) {
+	p := throttle.Policy{Rate: c.rate(0.1), Queue: 10}
+	got := costly(t, s, "saturates", p, 1_000_000_000)
+	near(t, c, got, func(int) time.Duration { return 0 })
+	r, err := s.Reserve(context.Background(), "saturates", p, 1_000_000_000, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OK || r.Wait != never {
+		t.Fatalf("Reserve with maxWait 1h: %+v, want not booked, wait %v", r, never)
+	}
+	if got := costly(t, s, "saturates", p, 1_000_000_000); got[0] != never {
+		t.Fatalf("Reserve with no bound: wait %v, want %v", got[0], never)
+	}
+	// A bucket whole again only long after the end of time: still booked,
+	// the next departure as late as a wait can say.
+	p = throttle.Policy{Rate: c.rate(1e-12), Burst: 2}
+	got = costly(t, s, "saturates slower", p, 1_000_000_000, 1)
+	near(t, c, got[:1], func(int) time.Duration { return 0 })
+	if got[1] != never {
+		t.Fatalf("after a departure of 1e9 units at 1e-12/s: wait %v, want %v", got[1], never)
+	}
 }
 
 // testPause: no departure within a pause; after it, one every 1/Rate, not
