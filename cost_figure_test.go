@@ -43,12 +43,11 @@ func figured(t *testing.T, rt http.RoundTripper, start time.Time, url string, co
 func TestCostCorrectionKeepsWhatStillCounts(t *testing.T) {
 	window := throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 2, Per: time.Second}}})
 	slowly := func(d time.Duration) rtFunc {
-		fast, _ := figures()
 		return func(r *http.Request) (*http.Response, error) {
 			if r.URL.Path == "/slow" {
 				time.Sleep(d)
 			}
-			return fast(r)
+			return answerFigure(r)
 		}
 	}
 	// A, charged 1, is answered at 500 ms with a figure of 2; B, sent

@@ -34,22 +34,16 @@ func costlyCtx(t *testing.T, ctx context.Context, rt http.RoundTripper, start ti
 // request's X-Figure header asks for in X-Cost, the server's figure, and
 // logs when each request came.
 func figures() (rtFunc, func() []time.Duration) {
-	var mu sync.Mutex
-	var at []time.Duration
-	start := time.Now()
-	return func(req *http.Request) (*http.Response, error) {
-			mu.Lock()
-			at = append(at, time.Since(start))
-			mu.Unlock()
-			if f := req.Header.Get("X-Figure"); f != "" {
-				return reply(req, http.StatusOK, "X-Cost", f), nil
-			}
-			return reply(req, http.StatusOK), nil
-		}, func() []time.Duration {
-			mu.Lock()
-			defer mu.Unlock()
-			return append([]time.Duration(nil), at...)
-		}
+	return figuresAfter(answerFigure)
+}
+
+// answerFigure answers 200 with the cost the request's X-Figure header
+// asks for in X-Cost.
+func answerFigure(req *http.Request) (*http.Response, error) {
+	if f := req.Header.Get("X-Figure"); f != "" {
+		return reply(req, http.StatusOK, "X-Cost", f), nil
+	}
+	return reply(req, http.StatusOK), nil
 }
 
 // A cost-n request takes n tokens of a token bucket: a bucket of depth 5
