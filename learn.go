@@ -45,9 +45,10 @@ import (
 //     to the next instead of losing it.
 //  3. Collisions. A refusal of a learned pace is a collision, not an order to
 //     stop: the refused request waits its own Retry-After, and the key goes
-//     on, cruising at 0.95 of its pace (searching, at the last pace that
-//     held). The answers accepted since the refusal before (with no pause
-//     between, the server's count was at its limit at both ends), over that
+//     on, cruising at 0.95 of its pace but no faster than the pace its
+//     probes rose from (searching, at the last pace that held). The answers
+//     accepted since the refusal before (with no pause between, the
+//     server's count was at its limit at both ends), over that
 //     time, are the rate the server took, exactly so if the key sent faster:
 //     counted over 20 answers or more, the pace goes no lower than that rate
 //     or 0.97 of itself, whichever is lower, and down to 0.97 of that rate
@@ -72,9 +73,9 @@ import (
 //     least 200 answers' worth of itself (so that probes that end in a
 //     refusal cost at most one 429 in 200, whatever the quota), then probes
 //     upward by 1%, then 2%, 4%… up to 25% (up to doubling while below half
-//     the last pace refused), each step held a test; a
-//     sixteenth past the last pace refused it grows again as in rule 2: the
-//     quota grew, or another client of it left. A probe that ends in a pause
+//     the last pace refused), each step held a test; a sixteenth past the
+//     last pace refused it grows again as in rule 2, at once: the quota
+//     grew, or another client of it left. A probe that ends in a pause
 //     doubles the wait before the next, up to a minute: each costs a whole
 //     Retry-After.
 //
@@ -331,7 +332,12 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 	default:
 		l.hi, l.lo = p, min(l.lo, p*cutShare) // growing: the last step that held
 		if l.mode == modeCruise {
-			l.lo = p * cutShare
+			// A probe refused: back to the pace it rose from, which
+			// held its whole hold, when 0.95 of the refused would be
+			// above it (a probe's steps each held a test, but a test
+			// of a few seconds cannot show a bucket a few percent
+			// over its rate).
+			l.lo = min(p*cutShare, l.low)
 		}
 		if ok {
 			l.lo = max(l.lo, min(m, p*cruiseShare))
@@ -426,8 +432,13 @@ func (ks *keyState) climbLearned(now time.Time, at time.Duration) {
 		l.next = at + l.test/2
 	default:
 		l.lo = max(l.lo, p)
-		if p > l.hi*(1+bisectTol) { // past the last refusal: the quota grew, or its other client left
+		if p > l.hi*(1+bisectTol) {
+			// Past the last refusal: the quota grew, or its other client
+			// left. It grows again as in rule 2, from now.
 			l.mode, l.hi, l.hold = modeGrow, fastestRate, probeHold
+			ks.setLearned(now, at, 2*p, false)
+			l.next = at + growEvery
+			return
 		}
 		ks.setLearned(now, at, p*rate.Limit(1+l.step), false)
 		most := probeMost

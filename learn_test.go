@@ -43,9 +43,12 @@ func TestLearnsTheQuotaFrom429sAlone(t *testing.T) {
 		// A slow bucket (regression: 256-271 429s): refusals that come
 		// before 20 answers bound the search, or the pace doubled past
 		// the quota every second; a cut pace holds 200 answers' worth
-		// before it probes, not 2 s, which is 20 answers at 10/s.
+		// before it probes, not 2 s, which is 20 answers at 10/s; a
+		// refused probe goes back to the pace it rose from, not to 0.95
+		// of the refused one, 2% above the quota (46-48 429s: a second
+		// collision each cycle).
 		{"slow-token-bucket", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 10, Burst: 5},
-			10, 399500 * time.Millisecond, 60, 0},
+			10, 399500 * time.Millisecond, 40, 0},
 	}
 	for _, tt := range tests {
 		for seed := range int64(3) {
@@ -556,4 +559,51 @@ func watchPace(rt *throttle.Transport, n int, d time.Duration) func() rate.Limit
 		<-done
 		return fastest
 	}
+}
+
+// A cruising pace whose probes pass the last pace refused by a sixteenth
+// grows again as it did at first, doubling every 150 ms, from that step on:
+// the quota grew, or another client of it left (regression: it waited a
+// whole test, 2 s, before the first doubling).
+func TestLearnedPaceRegrowsAtOncePastTheLastRefusal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := func(rate float64) throttletest.Config {
+			return throttletest.Config{
+				Limits:  []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: rate, Burst: 10}},
+				Latency: time.Millisecond, LatencyJitter: 2 * time.Millisecond}
+		}
+		before, after := throttletest.NewAPI(cfg(100)), throttletest.NewAPI(cfg(400))
+		start := time.Now()
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			if time.Since(start) >= 10*time.Second {
+				return after.RoundTrip(r)
+			}
+			return before.RoundTrip(r)
+		}))
+		defer rt.Close()
+		var past, doubled time.Duration // when the pace first passed 125/s, then 250/s, after the change
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for time.Since(start) < 40*time.Second {
+				time.Sleep(10 * time.Millisecond)
+				since, p := time.Since(start), float64(rt.Stats().Keys["api.test"].Rate)
+				if since < 10*time.Second {
+					continue
+				}
+				if past == 0 && p > 125 {
+					past = since
+				}
+				if doubled == 0 && p >= 250 {
+					doubled = since
+				}
+			}
+		}()
+		job(t, rt, 8000)
+		<-done
+		t.Logf("past 125/s at %v, 250/s at %v", past, doubled)
+		require.NotZero(t, past, "the pace grew past the old quota")
+		require.NotZero(t, doubled, "the pace grew to twice the old quota")
+		assert.LessOrEqual(t, doubled-past, 500*time.Millisecond, "doubling from there")
+	})
 }
