@@ -42,7 +42,8 @@ import (
 //     at its rate whatever it holds, short of full.
 //
 // Until it knows, the key takes the quota for a window: it never sends more
-// than Remaining before the reset. When the reset is a second or two away,
+// than Remaining before the reset, and, told only by X-RateLimit-*, no
+// more after it than a log of recent requests would hold. When the reset is a second or two away,
 // stated in whole seconds (a short window, a log, or a bucket: the headers
 // cannot tell), it spreads what remains over half the time to the reset
 // rather than sending it at once, so that a bucket shows its refill, and a window is
@@ -121,6 +122,7 @@ type told struct {
 	passed     bool            // a reset passed since the mark
 	still      bool            // a span before a reset showed nothing given back
 	tested     bool            // a request went beyond the mirror before this reset (see lowerBound)
+	rolled     bool            // left is the limit a reset gave back, not a reading (see logBound)
 	spread     time.Duration   // the last request admitted while spreading
 	lastAdm    uint64          // the latest admission answered
 	refusedAdm uint64          // admissions up to this one were sent before the last refusal
@@ -224,7 +226,7 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		// The count came back before the reset the key knew of: that one
 		// was known late (whole seconds are late by up to one), and has
 		// passed. This answer's reset is the next.
-		m.resetAt, m.left, m.leftAdm, m.leftAt, m.tested = 0, r, adm, now, false
+		m.resetAt, m.left, m.leftAdm, m.leftAt, m.tested, m.rolled = 0, r, adm, now, false, false
 	}
 	switch {
 	case m.leftAt == 0,
@@ -236,7 +238,7 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		// the window nearly whole, and was counted in it. (A window not
 		// spent before its reset may look so too; the key then only
 		// sends less.)
-		m.left, m.leftAdm, m.leftAt = r, adm, now
+		m.left, m.leftAdm, m.leftAt, m.rolled = r, adm, now, false
 	}
 	if q.HasReset {
 		m.longest = max(m.longest, q.Reset)
@@ -310,6 +312,7 @@ func (m *told) rollover(now time.Duration, admitted uint64) {
 		return
 	}
 	m.left, m.leftAdm, m.leftAt, m.rollAdm, m.passed, m.tested = m.limit, admitted, m.resetAt, admitted, true, false
+	m.rolled = true
 	m.resetAt = 0
 	if m.period > 0 {
 		m.resetAt = m.leftAt + m.period
@@ -331,17 +334,24 @@ func (m *told) tokens(now time.Duration, inflight int64) float64 {
 		return m.bucket(now)
 	case kindLog:
 		return m.exact(now, inflight) - float64(m.others)
-	case kindWindow:
-		if m.period == 0 {
-			// A log sent all at once gives back all at once too, as a
-			// window at its reset, and X-RateLimit-Reset cannot tell
-			// them apart (RateLimit-Policy's w can: a log's t is when its
-			// oldest leaves): taken for a window, it must still hold no
-			// more than a log would.
-			return min(t-float64(inflight), m.exact(now, inflight))
-		}
+	}
+	if m.logBound() {
+		return min(t-float64(inflight), m.exact(now, inflight))
 	}
 	return t - float64(inflight)
+}
+
+// logBound reports whether the mirror holds no more than a log of recent
+// requests would, whatever Remaining says after a reset. A log sent all at
+// once gives back all at once too, as a window at its reset, and
+// X-RateLimit-Reset cannot tell them apart (RateLimit-Policy's w can: a
+// log's t is when its oldest leaves): taken for a window, it must still
+// hold no more than a log would. Nor, without that w, can a kind not yet
+// known, once a reset has passed with no reading since: a log gives back
+// only what aged (regression: a log spread over the first half second was
+// sent a burst at the first reset, refused, and the key paused a second).
+func (m *told) logBound() bool {
+	return m.period == 0 && (m.kind == kindWindow || m.kind == kindUnknown && m.rolled)
 }
 
 // lowerBound is the earliest time, from the epoch, the mirror could let go
@@ -380,7 +390,7 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 		return now
 	case m.kind == kindLog:
 		return m.aged(now, need-t)
-	case m.kind == kindWindow && m.period == 0 && m.exact(now, inflight) < need && float64(int64(m.left)-inflight) >= need:
+	case m.logBound() && m.exact(now, inflight) < need && float64(int64(m.left)-inflight) >= need:
 		return m.aged(now, need-m.exact(now, inflight)) // what a log would hold binds
 	case m.kind == kindWindow && m.period == 0 && m.exact(now, inflight) < need && m.resetAt > now:
 		return max(m.resetAt, m.aged(now, need-m.exact(now, inflight)))

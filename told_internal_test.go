@@ -39,3 +39,36 @@ func TestMirrorWaitSaturates(t *testing.T) {
 		t.Errorf("lowerBound = %v, want a wait of centuries (saturated), not %v", got, time.Duration(math.MaxInt64))
 	}
 }
+
+// A kind not yet known is held to what a log of recent requests would hold
+// once a reset passed with no reading since: X-RateLimit-Reset cannot tell
+// a log from a window, and a log gives back only what aged (regression: at
+// the first reset the mirror held the whole limit again, the waiting
+// requests went at once, were refused, and the key paused a second).
+func TestUnknownKindIsHeldToALogAfterTheReset(t *testing.T) {
+	m := told{}
+	const n = 200
+	var adm uint64
+	// The first window, spread over its first half second: each request
+	// answered 1 ms after it was sent, Remaining one less each time, the
+	// reset a second away in whole seconds, as a log of 200 a second says.
+	for i := range n {
+		sent := time.Duration(i) * 2500 * time.Microsecond
+		m.took(sent, 0, 1)
+		adm++
+		q := Quota{Limit: n, Remaining: n - 1 - i, Reset: time.Second,
+			HasLimit: true, HasRemaining: true, HasReset: true}
+		m.read(q, sent+time.Millisecond, adm, adm, 0, 1, true)
+	}
+	if m.kind != kindUnknown {
+		t.Fatalf("kind %v, want still unknown", m.kind)
+	}
+	now := time.Second + 5*time.Millisecond // past the first reading's reset
+	if at := m.lowerBound(now, adm, 0, 10, 1); at <= now {
+		t.Errorf("11 requests may go at once after the reset (at %v): a log gives back only what aged", at)
+	}
+	logHolds := float64(n - m.answeredBetween(now-time.Second, now))
+	if got := m.tokens(now, 0); got > logHolds {
+		t.Errorf("after the reset the mirror holds %.0f, more than a log would (%.0f)", got, logHolds)
+	}
+}
