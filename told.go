@@ -42,12 +42,12 @@ import (
 //     at its rate whatever it holds, short of full.
 //
 // Until it knows, the key takes the quota for a window: it never sends more
-// than Remaining before the reset, and, told only by X-RateLimit-*, no
-// more after it than a log of recent requests would hold. When the reset is a second or two away,
-// stated in whole seconds (a short window, a log, or a bucket: the headers
-// cannot tell), it spreads what remains over half the time to the reset
-// rather than sending it at once, so that a bucket shows its refill, and a window is
-// used evenly; once spent, one request tries an eighth of the way to the
+// than Remaining before the reset, and, told only by X-RateLimit-*, no more
+// after it than a log of recent requests would hold. When the reset is a
+// second or two away, stated in whole seconds (a short window, a log, or a
+// bucket: the headers cannot tell), it spreads what remains over half the
+// time to the reset rather than sending it at once, so that a bucket shows
+// its refill, and a window is used evenly; once spent, one request tries an eighth of the way to the
 // reset, and what it finds tells a bucket or a log from a window.
 //
 // A verdict the server's refusals contradict is overturned: a "window"
