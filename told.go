@@ -47,8 +47,9 @@ import (
 // second or two away, stated in whole seconds (a short window, a log, or a
 // bucket: the headers cannot tell), it spreads what remains over half the
 // time to the reset rather than sending it at once, so that a bucket shows
-// its refill, and a window is used evenly; once spent, one request tries an eighth of the way to the
-// reset, and what it finds tells a bucket or a log from a window.
+// its refill, and a window is used evenly; once spent, one request tries an
+// eighth of the way to the reset, and what it finds tells a bucket or a log
+// from a window.
 //
 // A verdict the server's refusals contradict is overturned: a "window"
 // refused after its reset (which gives a window back whole) is counted as a
