@@ -93,13 +93,7 @@ func TestLearnedPaceFollowsAQuotaThatHalves(t *testing.T) {
 						LatencyJitter: 2 * time.Millisecond, Seed: seed}
 				}
 				before, after := throttletest.NewAPI(cfg(200)), throttletest.NewAPI(cfg(100))
-				start := time.Now()
-				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
-					if time.Since(start) >= 3*time.Second {
-						return after.RoundTrip(r)
-					}
-					return before.RoundTrip(r)
-				}))
+				rt := throttle.New(changesAt(3*time.Second, before, after))
 				defer rt.Close()
 				took := job(t, rt, 4000)
 				ideal := 3*time.Second + 3380*time.Second/100 // 620 at 200/s with the burst, then 100/s
@@ -574,12 +568,7 @@ func TestLearnedPaceRegrowsAtOncePastTheLastRefusal(t *testing.T) {
 		}
 		before, after := throttletest.NewAPI(cfg(100)), throttletest.NewAPI(cfg(400))
 		start := time.Now()
-		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
-			if time.Since(start) >= 10*time.Second {
-				return after.RoundTrip(r)
-			}
-			return before.RoundTrip(r)
-		}))
+		rt := throttle.New(changesAt(10*time.Second, before, after))
 		defer rt.Close()
 		var past, doubled time.Duration // when the pace first passed 125/s, then 250/s, after the change
 		done := make(chan struct{})
@@ -605,5 +594,17 @@ func TestLearnedPaceRegrowsAtOncePastTheLastRefusal(t *testing.T) {
 		require.NotZero(t, past, "the pace grew past the old quota")
 		require.NotZero(t, doubled, "the pace grew to twice the old quota")
 		assert.LessOrEqual(t, doubled-past, 500*time.Millisecond, "doubling from there")
+	})
+}
+
+// changesAt sends each request to before until d has passed, then to after:
+// a quota that changes mid-run.
+func changesAt(d time.Duration, before, after http.RoundTripper) http.RoundTripper {
+	start := time.Now()
+	return rtFunc(func(r *http.Request) (*http.Response, error) {
+		if time.Since(start) >= d {
+			return after.RoundTrip(r)
+		}
+		return before.RoundTrip(r)
 	})
 }
