@@ -73,11 +73,12 @@ import (
 //     least 200 answers' worth of itself (so that probes that end in a
 //     refusal cost at most one 429 in 200, whatever the quota), then probes
 //     upward by 1%, then 2%, 4%… up to 25% (up to doubling while below half
-//     the last pace refused), each step held a test; a sixteenth past the
-//     last pace refused it grows again as in rule 2, at once: the quota
-//     grew, or another client of it left. A probe that ends in a pause
-//     doubles the wait before the next, up to a minute: each costs a whole
-//     Retry-After.
+//     the last pace refused), each step held a test, or a quarter test
+//     once past the last pace refused (but for a window, which refuses
+//     only at its reset); a sixteenth past it, it grows again as in rule
+//     2, at once: the quota grew, or another client of it left. A probe
+//     that ends in a pause doubles the wait before the next, up to a
+//     minute: each costs a whole Retry-After.
 //
 // Two transports that share a quota without knowing of each other each learn
 // a share of it: refusals fall on each in proportion to its pace and each
@@ -100,6 +101,7 @@ const (
 	longestHold  = time.Minute            // nor ever longer than this
 	probeFirst   = 0.01                   // a probe raises the pace by this share of itself, doubling each step
 	probeMost    = 0.25                   // up to this share
+	quickenBy    = 4                      // past the last pace refused, a probe's step holds a test over this
 
 	learnedBurst = 2 // a learned pace's tokens: a waiter that wakes late (a busy machine) does not lose the time
 
@@ -124,6 +126,7 @@ type learner struct {
 	refused bool // refused since the pace was last set (the same news only: others set it anew)
 	first   bool // the pace is the first guess, its pause not yet over
 	held    bool // refusals since the last real one were the same news: the count is held
+	window  bool // the first pause showed a window: held to the end of the wait, then given back at once
 	mode    learnMode
 
 	step   float64    // the next probe's rise, a share of the pace
@@ -276,6 +279,7 @@ func (ks *keyState) resumeLearned(now time.Time, at time.Duration) {
 			// may be a bucket whose first tokens went to requests
 			// already on their way: it grows from the guess.)
 			l.mode, l.step, l.next = modeCruise, probeFirst, at+l.test
+			l.window = true
 		}
 	}
 	if end := at; l.cycle && at > l.runFrom {
@@ -440,13 +444,23 @@ func (ks *keyState) climbLearned(now time.Time, at time.Duration) {
 			l.next = at + growEvery
 			return
 		}
-		ks.setLearned(now, at, p*rate.Limit(1+l.step), false)
+		np := p * rate.Limit(1+l.step)
+		ks.setLearned(now, at, np, false)
 		most := probeMost
 		if p*2 < l.hi {
 			most = 1 // far below what was refused: up to doubling
 		}
 		l.step = min(2*l.step, most)
 		l.next = at + l.test
+		if np > l.hi && !l.window {
+			// Past the last pace refused: the quota grew, or another
+			// client of it left, unless it is refused within a quarter
+			// test. The steps quicken, so that the pace grows again a
+			// second after it passed, not tests later. A window refuses
+			// only at its reset, with all that went since: its steps
+			// stay whole tests.
+			l.next = at + l.test/quickenBy
+		}
 	}
 }
 
