@@ -46,7 +46,9 @@ import (
 //  3. Collisions. A refusal of a learned pace is a collision, not an order to
 //     stop: the refused request waits its own Retry-After, and the key goes
 //     on, cruising at 0.95 of its pace but no faster than the pace its
-//     probes rose from (searching, at the last pace that held). The answers
+//     probes rose from or, when the step refused rose more than an
+//     eighth, 0.95 of the step below, whichever is faster (searching, at
+//     the last pace that held). The answers
 //     accepted since the refusal before (with no pause between, the
 //     server's count was at its limit at both ends), over that
 //     time, are the rate the server took, exactly so if the key sent faster:
@@ -101,6 +103,7 @@ const (
 	longestHold  = time.Minute            // nor ever longer than this
 	probeFirst   = 0.01                   // a probe raises the pace by this share of itself, doubling each step
 	probeMost    = 0.25                   // up to this share
+	bigStep      = 1.0 / 8                // a probe refused at a step over this falls back to 0.95 of the step below
 	quickenBy    = 4                      // past the last pace refused, a probe's step holds a test over this
 
 	learnedBurst = 2 // a learned pace's tokens: a waiter that wakes late (a busy machine) does not lose the time
@@ -334,14 +337,21 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 	case ok && m < l.low*provedShare:
 		l.hi, l.lo = p, m*cruiseShare // sent faster than the server took: its rate
 	default:
+		prev := l.lo
 		l.hi, l.lo = p, min(l.lo, p*cutShare) // growing: the last step that held
 		if l.mode == modeCruise {
 			// A probe refused: back to the pace it rose from, which
 			// held its whole hold, when 0.95 of the refused would be
 			// above it (a probe's steps each held a test, but a test
 			// of a few seconds cannot show a bucket a few percent
-			// over its rate).
-			l.lo = min(p*cutShare, l.low)
+			// over its rate). A step of more than an eighth is what
+			// drew the refusal, not the step below, which held a
+			// test: back to 0.95 of that one, if faster.
+			back := l.low
+			if p > prev*(1+bigStep) {
+				back = max(back, prev*cutShare)
+			}
+			l.lo = min(p*cutShare, back)
 		}
 		if ok {
 			l.lo = max(l.lo, min(m, p*cruiseShare))

@@ -653,3 +653,61 @@ func TestLearnedPaceQuickensPastTheLastRefusal(t *testing.T) {
 		assert.LessOrEqual(t, grown-past, 1500*time.Millisecond, "quarter tests past the last refusal")
 	})
 }
+
+// A probe refused after a big step (more than an eighth over the step below)
+// falls back to 0.95 of the step below, which held a whole test, not to the
+// pace the probes began from: the big step, not the one below, drew the
+// refusal (regression: a bucket 30-60 ms away, whose first burst of
+// refusals leaves the pace far below the quota, climbed from there again
+// after each refused probe, 1.13x the ideal on average, now 1.08x).
+func TestRefusedBigProbeFallsBackToTheStepBelow(t *testing.T) {
+	falls := 0 // refused big steps seen, over all seeds
+	for seed := range int64(3) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(throttletest.Config{
+					Limits:        []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}},
+					ArrivalJitter: 2 * time.Millisecond, Latency: 30 * time.Millisecond,
+					LatencyJitter: 30 * time.Millisecond, Seed: seed})
+				rt := throttle.New(api)
+				defer rt.Close()
+				type held struct {
+					pace rate.Limit
+					from time.Duration
+				}
+				var paces []held // each pace the key was set to, and when
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					start := time.Now()
+					for time.Since(start) < 30*time.Second {
+						time.Sleep(10 * time.Millisecond)
+						p := rt.Stats().Keys["api.test"].Rate
+						if n := len(paces); p > 0 && (n == 0 || paces[n-1].pace != p) {
+							paces = append(paces, held{p, time.Since(start)})
+						}
+					}
+				}()
+				job(t, rt, 4000)
+				<-done
+				for i := 2; i < len(paces); i++ {
+					below, probe, cut := paces[i-2], paces[i-1], paces[i]
+					// A cruising probe's step: the pace below it held
+					// a whole test (2 s here; grow and search steps
+					// hold 150 ms and 1 s), the step rose by more than
+					// an eighth, and a refusal cut it.
+					if probe.from-below.from < 1900*time.Millisecond ||
+						probe.pace <= below.pace*(1+1.0/8) || cut.pace >= probe.pace {
+						continue
+					}
+					falls++
+					t.Logf("%.1f/s for %v, then %.1f/s, refused: %.1f/s", float64(below.pace),
+						probe.from-below.from, float64(probe.pace), float64(cut.pace))
+					assert.GreaterOrEqual(t, float64(cut.pace), 0.95*float64(below.pace)*0.999,
+						"back to 0.95 of the step below")
+				}
+			})
+		})
+	}
+	assert.Positive(t, falls, "a big probe step was refused")
+}
