@@ -39,7 +39,12 @@ import (
 //     left for us. Its level is read with care for answers that overtake
 //     one another (see readLevel), and a quarter of its depth is held
 //     back, which costs nothing once the bucket has been spent: it refills
-//     at its rate whatever it holds, short of full.
+//     at its rate whatever it holds, short of full. A bucket far away,
+//     whose requests on their way are about as many as it holds, hides its
+//     climb among them: it shows instead in what it took, more of ours
+//     within a reset's length than a window (twice its limit, across a
+//     reset) or a log (its limit) could take (see overTaken), and its
+//     refill is measured over spans long enough to rise above them.
 //
 // Until it knows, the key takes the quota for a window: it never sends more
 // than Remaining before the reset, and, told only by X-RateLimit-*, no more
@@ -55,8 +60,11 @@ import (
 // refused after its reset (which gives a window back whole) is counted as a
 // log from then on, which is safe for both; a "bucket" refused in episode
 // after episode, each within two of the quota's length of the one before,
-// whatever its measured rate, is told again from what follows. Small quotas
-// spent within a few round trips show neither kind plainly at first.
+// whatever its measured rate, is told again from what follows. A "log",
+// which refusals never contradict (it only ever sends less), is told again
+// when Remaining is more than a log could hold: ours answered within the
+// window's length are still counted in it (see notALog). Small quotas spent
+// within a few round trips show neither kind plainly at first.
 //
 // The headers of every answer are read, 2xx included, while the server
 // sends them; a server that does not is checked on its first hdrTries
@@ -124,6 +132,7 @@ type told struct {
 	still      bool            // a span before a reset showed nothing given back
 	tested     bool            // a request went beyond the mirror before this reset (see lowerBound)
 	rolled     bool            // left is the limit a reset gave back, not a reading (see logBound)
+	logRefused bool            // the kind is a log because a window was refused after its reset
 	spread     time.Duration   // the last request admitted while spreading
 	lastAdm    uint64          // the latest admission answered
 	refusedAdm uint64          // admissions up to this one were sent before the last refusal
@@ -182,8 +191,9 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		// Refused after a reset, which gives a window back whole: it was
 		// a log of recent requests, which gives back only what it took a
 		// window's length before (the headers of a log spent at once
-		// look like a window's). Counted as a log, it is safe either way.
-		m.kind = kindLog
+		// look like a window's). Counted as a log, it is safe either way,
+		// and no reading overturns it (see notALog).
+		m.kind, m.logRefused = kindLog, true
 	}
 	m.lastAdm = max(m.lastAdm, adm)
 	if !q.HasRemaining {
@@ -202,6 +212,9 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		m.period = q.Window
 	}
 	m.measure(now, r, inflight)
+	if m.kind == kindUnknown && accepted {
+		m.overTaken(now, r)
+	}
 	if m.kind == kindUnknown && m.tested && accepted && adm > m.leftAdm && int64(r)+1 > int64(m.left)+inflight &&
 		(m.depth < minDepth || int64(r)+inflight+2 < int64(m.depth)) { // back to full: a reset, perhaps
 		// The request that tried beyond the mirror was accepted: the
@@ -217,6 +230,10 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 	case kindBucket:
 		m.readLevel(r, now, adm, admitted)
 	case kindLog:
+		if accepted && !m.logRefused && m.notALog(now, r) {
+			m.retell()
+			break
+		}
 		// What the log holds of others': all it holds, less ours that it
 		// may hold (those on their way may not be counted yet).
 		ours := int64(m.sentBetween(now-m.length()-m.rtt, now)) - inflight

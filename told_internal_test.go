@@ -72,3 +72,37 @@ func TestUnknownKindIsHeldToALogAfterTheReset(t *testing.T) {
 		t.Errorf("after the reset the mirror holds %.0f, more than a log would (%.0f)", got, logHolds)
 	}
 }
+
+// A log verdict is overturned by a reading a log could not give: Remaining
+// near the limit while ours answered within the window's length, less a
+// round trip at each end, were all still counted in it. Refusals never
+// overturn a log (it only ever sends less), so a bucket taken for one
+// stayed held to the limit a window for ever. A log told by a window
+// refused after its reset is kept, whatever the readings say.
+func TestLogVerdictIsOverturnedByALevelNoLogHolds(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		r        int  // Remaining read at 2 s
+		refused  bool // the log verdict came from a refusal after a reset
+		wantKind quotaKind
+	}{
+		{"bucket", 19, false, kindUnknown},
+		{"log", 20 - 10 - 1, false, kindLog},
+		{"refused", 19, true, kindLog},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := told{on: true, kind: kindLog, logRefused: c.refused, limit: 20, depth: 20,
+				longest: time.Second, rtt: 100 * time.Millisecond}
+			// Ten of ours answered from 1.2 s to 1.65 s: within the window
+			// of a reading at 2 s, a round trip away from either end.
+			for i := range 10 {
+				m.accepted(1200*time.Millisecond+time.Duration(i)*50*time.Millisecond, 1)
+			}
+			q := Quota{Limit: 20, Remaining: c.r, Reset: time.Second, HasLimit: true, HasRemaining: true, HasReset: true}
+			m.read(q, 2*time.Second, 11, 11, 0, 1, true)
+			if m.kind != c.wantKind {
+				t.Errorf("kind %d after Remaining %d, want %d", m.kind, c.r, c.wantKind)
+			}
+		})
+	}
+}

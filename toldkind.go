@@ -17,6 +17,10 @@ import "time"
 //     refilled, or a window's reset known late (whole seconds);
 //   - a bucket that gave nothing back is spent by others as fast as it
 //     refills.
+//
+// A bucket's span whose climb is no more than the requests on their way at
+// its ends could make goes on to later answers, up to a second: far away,
+// those are about as many as the bucket holds.
 func (m *told) measure(now time.Duration, r int, inflight int64) {
 	if m.markAt == 0 {
 		m.markAt, m.markRem, m.markAcc, m.markOut = now, r, m.acc, inflight
@@ -38,6 +42,11 @@ func (m *told) measure(now time.Duration, r int, inflight int64) {
 	// (Remaining is read after the answered request took its own.)
 	top := max(1, m.depth-m.depth/8)
 	full, fuller := m.markRem+1 >= top || r+1 >= top, m.markRem+1 >= top && r+1 >= top
+	if m.kind == kindBucket && back > 0 && back <= noise && dt < time.Second {
+		// Lost among the requests on their way at either end: a longer
+		// span tells.
+		return
+	}
 	echo := int64(0)
 	if m.kind != kindBucket {
 		echo = int64(m.echoes(m.markAt, now)) // only more than a log gives back shows a bucket
@@ -82,6 +91,48 @@ func (m *told) measure(now time.Duration, r int, inflight int64) {
 	m.markAt, m.markRem, m.markAcc, m.markOut, m.reads, m.passed = now, r, m.acc, inflight, 0, false
 }
 
+// overTaken tells a bucket by what the server took of ours: more within a
+// window's length than a window could take (its limit twice, across a
+// reset) or a log (its limit once). A key whose requests on their way are
+// about as many as the quota holds cannot see the quota climb back between
+// two answers (the climb is lost among the requests counted on either
+// side), but it sees this: the server counted each answered request
+// before it answered, so those answered within a window's length less a
+// round trip were all counted within that length. The bucket's rate is at
+// least what they took, less what it drew from the depth: Remaining, r,
+// now says how much that was.
+func (m *told) overTaken(now time.Duration, r int) {
+	p := m.length()
+	span := p - m.rtt
+	if m.limit <= 0 || m.depth < minDepth || span < p/2 || p > maxCounting || m.limit > maxCounted {
+		return
+	}
+	k := m.answeredBetween(now-span, now)
+	if k <= 2*m.limit+minDepth {
+		return
+	}
+	m.kind = kindBucket
+	m.rate = max(m.rate, float64(k-max(0, m.depth-r))/span.Seconds())
+	m.markAt = 0
+}
+
+// notALog reports whether Remaining, r, read at now, is more than a log of
+// recent requests could hold: ours answered from a window's length less a
+// round trip ago to a round trip ago were counted within the window's
+// length before the server read r, so a log still holds them all. A log
+// verdict is never contradicted by refusals (it only ever sends less), so
+// a bucket taken for a log (a bucket that refills faster than the key
+// takes, sent to steadily, gives back what a log would) would stay held to
+// the limit per window for ever without this.
+func (m *told) notALog(now time.Duration, r int) bool {
+	p := m.length()
+	if p-2*m.rtt < p/2 || p > maxCounting || m.limit > maxCounted {
+		return false
+	}
+	k := m.answeredBetween(now-p+m.rtt, now-m.rtt)
+	return k >= minDepth && r > m.limit-k+2
+}
+
 // retellAfter is how many refusal episodes of a bucket in a row, after a
 // first, each within two of the quota's length (at least coarseWait) of
 // the one before, show the verdict wrong.
@@ -94,7 +145,7 @@ const retellAfter = 3
 // what follows, as at the start, with what it knows of the quota's limit
 // and its own requests kept.
 func (m *told) retell() {
-	m.kind, m.rate, m.recurred, m.refusedAt = kindUnknown, 0, 0, 0
+	m.kind, m.rate, m.recurred, m.refusedAt, m.logRefused = kindUnknown, 0, 0, 0, false
 	m.markAt, m.reads, m.passed, m.still, m.tested = 0, 0, false, false, false
 	m.levelAt = 0
 }
