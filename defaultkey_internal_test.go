@@ -32,3 +32,38 @@ func TestDefaultKey(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDefaultKey holds defaultKey's shortcut for the usual host to what
+// hostKey, the general path, returns: the same key for any URL, whether
+// url.Parse made it or a caller built it by hand.
+func FuzzDefaultKey(f *testing.F) {
+	for _, c := range []struct{ scheme, urlHost, host string }{
+		{"https", "api.example.com", ""},
+		{"https", "API.example.com:443", ""},
+		{"http", "api.example.com:80", ""},
+		{"http", "h:", ""},
+		{"http", "[::1]:80", ""},
+		{"http", "[fe80::1]", ""},
+		{"", "", "Example.com:443"},
+		{"https", "a-b.c0", "ignored"},
+		{"https", "ex_ample.com", ""},
+		{"https", "", ""},
+	} {
+		f.Add(c.scheme, c.urlHost, c.host)
+	}
+	f.Fuzz(func(t *testing.T, scheme, urlHost, host string) {
+		req := &http.Request{URL: &url.URL{Scheme: scheme, Host: urlHost}, Host: host}
+		if got, want := defaultKey(req), hostKey(req); got != want {
+			t.Errorf("defaultKey(scheme %q, URL.Host %q, Host %q) = %q, hostKey says %q", scheme, urlHost, host, got, want)
+		}
+		raw := scheme + "://" + urlHost + "/x"
+		u, err := url.Parse(raw)
+		if err != nil {
+			return
+		}
+		req = &http.Request{URL: u, Host: host}
+		if got, want := defaultKey(req), hostKey(req); got != want {
+			t.Errorf("defaultKey(%q, Host %q) = %q, hostKey says %q", raw, host, got, want)
+		}
+	})
+}

@@ -415,7 +415,36 @@ func (k *keys) created(t *Transport) {
 
 // defaultKey is the request's host, lower-cased, with the port only when it
 // is not the scheme's default.
+//
+// The usual URL.Host, a name in lower case without a port, is the key as it
+// is: one test a byte (a table's), then hostKey for the rest, which returns
+// the same for such a host (FuzzDefaultKey holds the two to it).
 func defaultKey(req *http.Request) string {
+	host := req.URL.Host
+	for i := 0; i < len(host); i++ {
+		if !keyByte[host[i]] {
+			return hostKey(req)
+		}
+	}
+	if host == "" {
+		return hostKey(req)
+	}
+	return host
+}
+
+// keyByte holds the bytes of a host that is its own key: lower-case
+// letters, digits, '.' and '-' (no upper case to lower, no ':' of a port,
+// no '[' of an IPv6 literal).
+var keyByte = func() (t [256]bool) {
+	for c := range t {
+		t[c] = 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '-'
+	}
+	return t
+}()
+
+// hostKey is defaultKey for any request: URL.Host, else Host, lower-cased,
+// without the scheme's default port.
+func hostKey(req *http.Request) string {
 	host := req.URL.Host
 	if host == "" {
 		host = req.Host
