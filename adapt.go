@@ -126,7 +126,7 @@ func (e *evidence) answered(now time.Duration) {
 }
 
 // accept counts an answer the server accepted, to the attempt tk.
-func (ks *keyState) accept(tk ticket) {
+func (ks *keyState) accept(tk *ticket) {
 	ks.ev.run++
 	if l := ks.learning(); l != nil && l.on {
 		l.accept(tk) // learn.go

@@ -219,8 +219,8 @@ func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead, cost in
 // take admits the head, of the cost given, at now: its tokens (which may
 // leave the bucket owing, see tokensFor), its entries in every window, an
 // in-flight slot, and the probe if one is due (or the last one's answer is
-// overdue). readyAt(now) must have said now.
-func (ks *keyState) take(now time.Time, mono time.Duration, retry bool, cost int) ticket {
+// overdue), into tk, which is zero. readyAt(now) must have said now.
+func (ks *keyState) take(tk *ticket, now time.Time, mono time.Duration, retry bool, cost int) {
 	switch {
 	case ks.lim == nil:
 	case cost <= 1:
@@ -228,11 +228,12 @@ func (ks *keyState) take(now time.Time, mono time.Duration, retry bool, cost int
 	default:
 		takeTokens(ks.lim, now, cost)
 	}
-	return ks.enter(now, mono, retry, cost)
+	ks.enter(tk, now, mono, retry, cost)
 }
 
 // enter is take once the pacer's tokens, if the key has a pacer, are taken.
-func (ks *keyState) enter(now time.Time, mono time.Duration, retry bool, cost int) (tk ticket) {
+// It fills tk, which is zero, in place.
+func (ks *keyState) enter(tk *ticket, now time.Time, mono time.Duration, retry bool, cost int) {
 	ks.admitted += uint64(cost)
 	ks.stats.Attempts++
 	tk.adm, tk.cost, tk.sent, tk.mono = ks.admitted, int32(cost), now, mono
@@ -262,7 +263,6 @@ func (ks *keyState) enter(now time.Time, mono time.Duration, retry bool, cost in
 	if m := ks.mirror(); m != nil {
 		m.took(mono, ks.outUnits-int64(cost), cost) // the others on their way
 	}
-	return tk
 }
 
 // freeSlot gives back an in-flight slot and lets the head recompute.

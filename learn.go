@@ -175,14 +175,14 @@ func (ks *keyState) learned() bool {
 
 // stale reports whether a refusal to tk is old news to a learned pace: the
 // attempt was sent before the pace was last cut.
-func (ks *keyState) stale(tk ticket) bool {
+func (ks *keyState) stale(tk *ticket) bool {
 	l := ks.learning()
 	return l != nil && l.on && tk.adm <= l.cut
 }
 
 // accepted counts an answer the server accepted to tk, for a key that
 // learns its pace.
-func (l *learner) accept(tk ticket) {
+func (l *learner) accept(tk *ticket) {
 	l.run++
 	switch {
 	case l.first:

@@ -16,8 +16,9 @@ func TestLearnNeverMovesTheLimiterClockBack(t *testing.T) {
 	t0 := epoch.Add(time.Minute)
 	ks.slow(ticket{adm: 1}, t0, tr.since(t0), time.Second) // 8/s
 	t1 := t0.Add(time.Minute)
-	stale := t1.Add(-100 * time.Millisecond)  // the answer was read 100ms before learn got the lock
-	tk := ks.take(t1, tr.since(t1), false, 1) // meanwhile another request took the token at t1
+	stale := t1.Add(-100 * time.Millisecond) // the answer was read 100ms before learn got the lock
+	var tk ticket
+	ks.take(&tk, t1, tr.since(t1), false, 1) // meanwhile another request took the token at t1
 	ks.sending++
 	tr.learn(&lesson{}, ks, &ticket{adm: tk.adm, cost: tk.cost, sent: stale, mono: tr.since(stale)}, &http.Response{StatusCode: http.StatusOK}, &hint{}, 0, stale, tr.since(stale)) // a quiet spell: the rate is raised
 	at, _ := ks.readyAt(t1, tr.since(t1), 1)

@@ -45,7 +45,7 @@ type hint struct {
 
 // units is what the attempt tk counts once answered: the server's figure
 // of its cost, or its charge.
-func (h *hint) units(tk ticket) int {
+func (h *hint) units(tk *ticket) int {
 	if h.figured {
 		return int(h.figure)
 	}
@@ -124,17 +124,17 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 	now, at := ks.clock(now, mono)
 	ks.sending--
 	ks.outUnits -= int64(tk.cost)
-	units := h.units(*tk)
+	units := h.units(tk)
 	ks.answered(tk, units, resp != nil, now, mono, at-tk.mono)
 	// ok: the server took the request (a 5xx says nothing about the pace).
 	ok := resp != nil && h.signal == signalNone && resp.StatusCode < http.StatusInternalServerError
 	failed := h.signal == signalUnavailable
-	outage := (resp != nil || failed) && ks.health.record(mono, failed, h.throttled() && !ks.stale(*tk))
+	outage := (resp != nil || failed) && ks.health.record(mono, failed, h.throttled() && !ks.stale(tk))
 	if h.signal != signalNone {
 		ks.count(resp, h) // (a 503 is a signal too)
 	}
 	if tk.probe {
-		ks.endProbe(*tk, ok, now, at)
+		ks.endProbe(tk, ok, now, at)
 	}
 	if !h.throttled() && (resp != nil || failed) {
 		ks.ev.answered(at) // not refused for the quota: evidence of what it bears
@@ -154,7 +154,7 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		}
 	}
 	if ok {
-		ks.accept(*tk)
+		ks.accept(tk)
 		if ks.tr != nil { // a key never in trouble has nothing to raise, no ramp
 			ks.climb(now, at)
 			if !tk.probe {
@@ -336,7 +336,7 @@ func (ks *keyState) count(resp *http.Response, h *hint) {
 // no pause began while it was out; a failed probe makes the next attempt
 // probe again. (A late answer of a probe whose wait ran out counts as well,
 // if it is good news.)
-func (ks *keyState) endProbe(tk ticket, ok bool, now time.Time, at time.Duration) {
+func (ks *keyState) endProbe(tk *ticket, ok bool, now time.Time, at time.Duration) {
 	tr := ks.tr // a probe was sent: the key paused
 	switch {
 	case tr == nil || tr.probe == probeNone:

@@ -140,16 +140,18 @@ type ticket struct {
 // A retry must also be admitted by last, the end of Retry.MaxElapsed (zero:
 // no such bound): one whose turn is known to come later fails at once, one
 // still waiting then fails then, with ErrMaxElapsed.
-func (t *Transport) admit(ctx context.Context, ks *keyState, pl *place, attempt int, last, now time.Time, mono time.Duration) (tk ticket, err error) {
+//
+// The ticket is filled in place, in tk, which is zero.
+func (t *Transport) admit(ctx context.Context, ks *keyState, pl *place, attempt int, last, now time.Time, mono time.Duration, tk *ticket) error {
 	if err := ctx.Err(); err != nil {
 		ks.mu.Unlock()
-		return tk, &WaitError{Key: ks.name(), Attempt: attempt, Err: err}
+		return &WaitError{Key: ks.name(), Attempt: attempt, Err: err}
 	}
 	if pl.cost > 1 {
 		if h, err := ks.tooCostly(pl.cost); err != nil {
 			ks.troubled().stats.RefusedCost++
 			ks.mu.Unlock()
-			return tk, &WaitError{Key: ks.name(), Attempt: attempt, Limit: h.limit, Window: h.win, Err: err}
+			return &WaitError{Key: ks.name(), Attempt: attempt, Limit: h.limit, Window: h.win, Err: err}
 		}
 	}
 	now, mono = ks.clock(now, mono)
@@ -157,19 +159,19 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, pl *place, attempt 
 		// The pacer last: AllowN takes its tokens only if it has them, as
 		// readyAt and take would, under one lock of the limiter.
 		if _, h := ks.heldUntil(now, mono, pl.cost); h.limit == LimitNone && (ks.lim == nil || ks.lim.AllowN(now, pl.cost)) {
-			tk = ks.enter(now, mono, attempt > 1, pl.cost)
+			ks.enter(tk, now, mono, attempt > 1, pl.cost)
 			ks.mu.Unlock()
-			return tk, nil // no wait for a limit: waited stays 0
+			return nil // no wait for a limit: waited stays 0
 		}
 	}
 	// A wait reads the wall clock: its times are compared with the
 	// context's deadline and shown in errors (see Transport.now).
-	return t.wait(ctx, ks, pl, attempt, last, time.Now())
+	return t.wait(ctx, ks, pl, attempt, last, time.Now(), tk)
 }
 
 // wait is admit for an attempt that must wait, or fail: it joins the line,
 // at now, with ks.mu held, and leaves it admitted or refused.
-func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt int, last, now time.Time) (tk ticket, err error) {
+func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt int, last, now time.Time, tk *ticket) error {
 	start, retry := now, attempt > 1
 	fail := func(h holder, until time.Time, err error) error {
 		return &WaitError{Key: ks.name(), Attempt: attempt, Limit: h.limit, Window: h.win, Until: until, Err: err}
@@ -177,12 +179,12 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 	deadline, hasDeadline := ctx.Deadline()
 	if t.closed.Load() {
 		ks.mu.Unlock()
-		return tk, fail(holder{}, time.Time{}, ErrClosed)
+		return fail(holder{}, time.Time{}, ErrClosed)
 	}
 	if ks.pol.Queue > 0 && !retry && int(ks.waiting) >= ks.pol.Queue {
 		ks.troubled().stats.RefusedQueueFull++
 		ks.mu.Unlock()
-		return tk, fail(holder{limit: LimitQueue}, time.Time{}, ErrQueueFull)
+		return fail(holder{limit: LimitQueue}, time.Time{}, ErrQueueFull)
 	}
 	w := &waiter{place: *pl, wake: make(chan struct{}, 1)}
 	ahead := ks.insert(w, now)
@@ -190,7 +192,7 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 	if werr := t.refuse(ks, now, ahead, pl.cost, deadline, hasDeadline, last, fail); werr != nil {
 		ks.remove(w)
 		ks.mu.Unlock()
-		return tk, werr
+		return werr
 	}
 	var timer *time.Timer
 	defer func() {
@@ -208,7 +210,7 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 					ks.troubled().stats.RefusedCost++
 					ks.remove(w)
 					ks.mu.Unlock()
-					return tk, fail(h, time.Time{}, err)
+					return fail(h, time.Time{}, err)
 				}
 			}
 			at, h := ks.readyAt(now, mono, pl.cost)
@@ -224,21 +226,21 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 				if werr := t.book(ctx, ks, w, deadline, hasDeadline, last, fail); werr != nil {
 					ks.remove(w)
 					ks.mu.Unlock()
-					return tk, werr
+					return werr
 				}
 				now = time.Now()
 				continue
 			case !at.After(now) && ctx.Err() == nil:
 				ks.remove(w)
-				tk = ks.take(now, mono, retry, pl.cost)
+				ks.take(tk, now, mono, retry, pl.cost)
 				ks.mu.Unlock()
 				tk.waited, tk.heldBy = now.Sub(start), waitingFor.limit
 				tk.asked, tk.alone = w.booked, w.alone
-				return tk, nil
+				return nil
 			case !at.After(now): // its turn, but its context ended: take nothing
 				ks.remove(w)
 				ks.mu.Unlock()
-				return tk, fail(holder{}, time.Time{}, ctx.Err())
+				return fail(holder{}, time.Time{}, ctx.Err())
 			}
 			werr := t.refuse(ks, now, 0, pl.cost, deadline, hasDeadline, last, fail)
 			if werr == nil && !last.IsZero() && !now.Before(last) { // an end not known in advance
@@ -248,7 +250,7 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 			if werr != nil {
 				ks.remove(w)
 				ks.mu.Unlock()
-				return tk, werr
+				return werr
 			}
 			if !at.Equal(never) {
 				sleep = at.Sub(now)
@@ -268,7 +270,7 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 		if err != nil {
 			ks.remove(w)
 			ks.mu.Unlock()
-			return tk, fail(waitingFor, time.Time{}, err)
+			return fail(waitingFor, time.Time{}, err)
 		}
 	}
 }

@@ -221,7 +221,8 @@ func (r *request) do() (*http.Response, error) {
 			now, mono = r.t.now()
 			r.ks.mu.Lock() // (the first attempt's was taken by acquire)
 		}
-		tk, err := r.t.admit(r.ctx, r.ks, &r.place, attempt, last, now, mono)
+		var tk ticket // (filled in place: admit, send and judge take its address)
+		err := r.t.admit(r.ctx, r.ks, &r.place, attempt, last, now, mono, &tk)
 		r.waited += tk.waited
 		if err != nil {
 			closeBody(send)
