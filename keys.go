@@ -182,6 +182,22 @@ func (ks *keyState) heldUntil(now time.Time, mono time.Duration, cost int) (time
 	return at, h
 }
 
+// free reports whether nothing but the pacer holds an attempt of the cost
+// given at now: heldUntil says LimitNone. A plain key (see plain) is held
+// by nothing else but a full MaxInFlight, which free tells without
+// heldUntil's times: the shortcut of the usual admission.
+func (ks *keyState) free(now time.Time, mono time.Duration, cost int) bool {
+	if ks.plain() {
+		return ks.pol.MaxInFlight == 0 || int(ks.slots) < ks.pol.MaxInFlight
+	}
+	_, h := ks.heldUntil(now, mono, cost)
+	return h.limit == LimitNone
+}
+
+// plain reports whether the key has met no trouble and has no windows: no
+// probe, ramp, pause or server's count can hold it, nor a window.
+func (ks *keyState) plain() bool { return ks.tr == nil && len(ks.wins) == 0 }
+
 // holder is what holds a wait: a limit and, for a window, which.
 type holder struct {
 	limit Limit

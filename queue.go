@@ -158,7 +158,7 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, pl *place, attempt 
 	if ks.head == nil && !t.closed.Load() && !t.shares(ks) {
 		// The pacer last: AllowN takes its tokens only if it has them, as
 		// readyAt and take would, under one lock of the limiter.
-		if _, h := ks.heldUntil(now, mono, pl.cost); h.limit == LimitNone && (ks.lim == nil || ks.lim.AllowN(now, pl.cost)) {
+		if ks.free(now, mono, pl.cost) && (ks.lim == nil || ks.lim.AllowN(now, pl.cost)) {
 			ks.enter(tk, now, mono, attempt > 1, pl.cost)
 			ks.mu.Unlock()
 			return nil // no wait for a limit: waited stays 0
