@@ -184,19 +184,28 @@ func (ks *keyState) heldUntil(now time.Time, mono time.Duration, cost int) (time
 
 // free reports whether nothing but the pacer holds an attempt of the cost
 // given at now: heldUntil says LimitNone. A plain key (see plain) is held
-// by nothing else but a full MaxInFlight, which free tells without
-// heldUntil's times: the shortcut of the usual admission.
+// by nothing but a full MaxInFlight or a window that is not free now,
+// which free tells from mono alone, without heldUntil's times: the
+// shortcut of the usual admission.
 func (ks *keyState) free(now time.Time, mono time.Duration, cost int) bool {
-	if ks.plain() {
-		return ks.pol.MaxInFlight == 0 || int(ks.slots) < ks.pol.MaxInFlight
+	if !ks.plain() {
+		_, h := ks.heldUntil(now, mono, cost)
+		return h.limit == LimitNone
 	}
-	_, h := ks.heldUntil(now, mono, cost)
-	return h.limit == LimitNone
+	if ks.pol.MaxInFlight > 0 && int(ks.slots) >= ks.pol.MaxInFlight {
+		return false
+	}
+	for i := range ks.wins {
+		if ks.wins[i].nextAt(mono, 0, cost, false) > mono {
+			return false // (holdsForAnswer too)
+		}
+	}
+	return true
 }
 
-// plain reports whether the key has met no trouble and has no windows: no
-// probe, ramp, pause or server's count can hold it, nor a window.
-func (ks *keyState) plain() bool { return ks.tr == nil && len(ks.wins) == 0 }
+// plain reports whether the key has met no trouble: no probe, ramp, pause
+// or server's count can hold it.
+func (ks *keyState) plain() bool { return ks.tr == nil }
 
 // holder is what holds a wait: a limit and, for a window, which.
 type holder struct {

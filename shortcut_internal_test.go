@@ -10,8 +10,8 @@ import (
 // The shortcut of the usual admission (admit's free, then AllowN) admits
 // exactly when the general path does (readyAt, then take): step by step, the
 // same decisions and the same tickets, on keys where the shortcut is taken
-// and where it must not be (a window, a pause), and where it is taken but
-// must refuse (a full MaxInFlight, an empty bucket).
+// and where it must not be (a pause), and where it is taken but must refuse
+// (a full MaxInFlight, a full window, an empty bucket).
 func TestAdmissionShortcut(t *testing.T) {
 	epoch := time.Unix(1000, 0)
 	tr := &Transport{epoch: epoch}
@@ -24,7 +24,9 @@ func TestAdmissionShortcut(t *testing.T) {
 		{"bucket", Policy{Rate: 8, Burst: 4}, -1, true},
 		{"unpaced, MaxInFlight", Policy{MaxInFlight: 2}, -1, true},
 		{"bucket, MaxInFlight", Policy{Rate: 8, Burst: 4, MaxInFlight: 2}, -1, true},
-		{"bucket, window", Policy{Rate: 8, Burst: 4, Windows: []Window{{N: 3, Per: time.Second}}}, -1, false},
+		{"bucket, window", Policy{Rate: 8, Burst: 4, Windows: []Window{{N: 3, Per: time.Second}}}, -1, true},
+		{"unpaced, two windows, MaxInFlight", Policy{MaxInFlight: 2, Windows: []Window{{N: 3, Per: time.Second}, {N: 8, Per: 3 * time.Second}}}, -1, true},
+		{"bucket, window, paused", Policy{Rate: 8, Burst: 4, Windows: []Window{{N: 3, Per: time.Second}}}, 500, true},
 		{"bucket, MaxInFlight, paused", Policy{Rate: 8, Burst: 4, MaxInFlight: 3}, 500, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -33,7 +35,7 @@ func TestAdmissionShortcut(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, 2))
 			now := epoch
 			var out []ticket // attempts on the wire, the same on both keys
-			var plain, notPlain, admitted, refused, slotsFull int
+			var plain, notPlain, admitted, refused, slotsFull, windowFull int
 			for step := range 3000 {
 				// Steps of 1/64 s: at 8/s the tokens are exact in floats,
 				// so that AllowN and readyAt's float tolerance agree.
@@ -59,6 +61,12 @@ func TestAdmissionShortcut(t *testing.T) {
 					plain++
 					if c.pol.MaxInFlight > 0 && int(short.slots) >= c.pol.MaxInFlight {
 						slotsFull++
+					}
+					for i := range short.wins {
+						if short.wins[i].nextAt(mono, 0, 1, false) > mono {
+							windowFull++
+							break
+						}
 					}
 				} else {
 					notPlain++
@@ -92,8 +100,8 @@ func TestAdmissionShortcut(t *testing.T) {
 					t.Fatalf("step %d: tokens left: shortcut %v, general %v", step, short.lim.TokensAt(now), general.lim.TokensAt(now))
 				}
 			}
-			t.Logf("admitted %d, refused %d; shortcut taken %d times (%d with every slot held), not %d",
-				admitted, refused, plain, slotsFull, notPlain)
+			t.Logf("admitted %d, refused %d; shortcut taken %d times (%d with every slot held, %d with a window full), not %d",
+				admitted, refused, plain, slotsFull, windowFull, notPlain)
 			if admitted == 0 || refused == 0 {
 				t.Errorf("admitted %d, refused %d: the steps test one decision only", admitted, refused)
 			}
@@ -102,6 +110,9 @@ func TestAdmissionShortcut(t *testing.T) {
 			}
 			if c.pol.MaxInFlight > 0 && slotsFull == 0 {
 				t.Errorf("no step found every slot held: the shortcut's own refusal is not tested")
+			}
+			if len(c.pol.Windows) > 0 && windowFull == 0 {
+				t.Errorf("no step found a window full: the shortcut's own refusal is not tested")
 			}
 			if c.pauseAt >= 0 && notPlain == 0 {
 				t.Errorf("the shortcut was taken during the pause")
