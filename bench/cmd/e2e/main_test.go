@@ -61,7 +61,7 @@ func TestPolicyScale(t *testing.T) {
 
 func TestPick(t *testing.T) {
 	for filter, want := range map[string]int{
-		"":             29,
+		"":             38,
 		"bucket,date":  4,
 		"seconds,date": 6, // the quiet six
 		"noisy":        5,
@@ -69,11 +69,12 @@ func TestPick(t *testing.T) {
 		"bucket":       2,
 		"fixed":        3,
 		"sliding":      2,
-		"untold":       18,
+		"untold":       27,
 		"untold-log":   3,
+		"distant":      9,
 		"halving":      3,
 		"2procs":       3,
-		"xrl":          6,
+		"xrl":          9,
 	} {
 		if got := len(pickScenarios(filter)); got != want {
 			t.Errorf("%q: %d scenarios, want %d", filter, got, want)
@@ -239,8 +240,13 @@ func TestUntoldScenarios(t *testing.T) {
 			t.Errorf("%s: no target", sc.name)
 		}
 	}
-	if forms[xRateLimit] != 6 || forms[ietfHeaders] != 6 || forms[noHeaders] != 6 {
-		t.Errorf("header forms %v, want 6 of each", forms)
+	if forms[xRateLimit] != 9 || forms[ietfHeaders] != 9 || forms[noHeaders] != 9 {
+		t.Errorf("header forms %v, want 9 of each", forms)
+	}
+	for _, sc := range pickScenarios("distant") {
+		if cfg := sc.config(4000, 0); cfg.Latency != farLatency || cfg.LatencyJitter != farLatency {
+			t.Errorf("%s: latency %v + up to %v, want 30 ms + up to 30 ms", sc.name, cfg.Latency, cfg.LatencyJitter)
+		}
 	}
 	for _, sc := range scenarios() {
 		if sc.set != untoldSet && sc.config(2000, 0).HeadersOnSuccess {

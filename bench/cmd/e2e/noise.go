@@ -13,6 +13,7 @@ import (
 // server of the first six scenarios.
 type noise struct {
 	latency               time.Duration // before every admitted answer
+	latencyJitter         time.Duration // a random delay in [0, latencyJitter) added to it
 	unavailable           float64       // share of admitted requests answered 503
 	unavailableRetryAfter time.Duration // with those 503s
 	arrivalJitter         time.Duration // a random delay in [0, arrivalJitter) before the quota counts a request
@@ -23,6 +24,7 @@ type noise struct {
 // apply sets the noise on cfg, for a run whose ideal time is ideal.
 func (n noise) apply(cfg *throttletest.Config, ideal time.Duration) {
 	cfg.Latency = n.latency
+	cfg.LatencyJitter = n.latencyJitter
 	cfg.Unavailable = n.unavailable
 	cfg.UnavailableRetryAfter = n.unavailableRetryAfter
 	cfg.ArrivalJitter = n.arrivalJitter
@@ -39,7 +41,10 @@ func outageStart(ideal time.Duration) time.Duration { return ideal / 2 }
 
 func (n noise) String() string {
 	var parts []string
-	if n.latency > 0 {
+	switch {
+	case n.latency > 0 && n.latencyJitter > 0:
+		parts = append(parts, "latency "+n.latency.String()+"–"+(n.latency+n.latencyJitter).String())
+	case n.latency > 0:
 		parts = append(parts, "latency "+n.latency.String())
 	}
 	if n.unavailable > 0 {

@@ -53,6 +53,10 @@ func (h headerForm) suffix() string {
 // simply count down.
 const untoldJitter = 2 * time.Millisecond
 
+// farLatency is the least delay of an answer in the distant scenarios, and
+// the most added to it at random: answers come 30-60 ms after the request.
+const farLatency = 30 * time.Millisecond
+
 // untoldScenarios are the scenarios in which throttle is told no Policy
 // (row 7) and can pace only from what the server's answers say, beside
 // go-retryablehttp + x/time/rate told the quota (row 6). Each quota comes
@@ -72,6 +76,7 @@ func untoldScenarios() []scenario {
 		hosts  int
 		halves bool
 		procs  int
+		far    bool
 	}{
 		{name: "tokens", quota: bucket},
 		{name: "window", quota: fixed},
@@ -79,10 +84,19 @@ func untoldScenarios() []scenario {
 		{name: "4hosts", quota: bucket, hosts: 4},
 		{name: "halving", quota: bucket, halves: true},
 		{name: "2procs", quota: bucket, procs: 2},
+		// Far away: answers 30-60 ms after the request, so that the
+		// requests on the way are about as many as the bucket holds.
+		{name: "distant-tokens", quota: bucket, far: true},
+		{name: "distant-window", quota: fixed, far: true},
+		{name: "distant-log", quota: sliding, far: true},
 	}
 	var out []scenario
 	for _, q := range quotas {
 		for _, h := range []headerForm{xRateLimit, ietfHeaders, noHeaders} {
+			n := noise{arrivalJitter: untoldJitter}
+			if q.far {
+				n.latency, n.latencyJitter = farLatency, farLatency
+			}
 			out = append(out, scenario{
 				name:    "untold-" + q.name + "-" + h.suffix(),
 				set:     untoldSet,
@@ -91,7 +105,7 @@ func untoldScenarios() []scenario {
 				halves:  q.halves,
 				procs:   q.procs,
 				headers: h,
-				noise:   noise{arrivalJitter: untoldJitter},
+				noise:   n,
 				rows:    []int{7, 6},
 				targets: untoldTargets(h, q.halves, q.procs),
 			})
