@@ -25,7 +25,9 @@ import (
 // at the key like a first attempt, so retries never raise the sending rate.
 //
 // Delays grow exponentially with full jitter, and are never shorter than the
-// server's Retry-After. Retrying ends, and the caller gets the last response
+// server's Retry-After; a quota refusal that states no wait (no Retry-After,
+// no reset in its quota headers) is taken to ask for a second, as is the
+// pause of its key. Retrying ends, and the caller gets the last response
 // unchanged (or the last error, wrapped), when the attempts or the time are
 // used up, when the server asks for a wait longer than MaxRetryAfter or than
 // the context's deadline allows, or when the key's retry budget is spent.

@@ -31,15 +31,25 @@ func TestLearnsTheQuotaFrom429sAlone(t *testing.T) {
 		ideal   time.Duration // for 4,000 requests
 		refused int64         // the most 429s
 		most    float64       // the longest time, over the ideal (0: 1.15)
+		noWait  bool          // 429s without Retry-After
 	}{
 		{"token-bucket", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20},
-			200, 19900 * time.Millisecond, 20, 0},
+			200, 19900 * time.Millisecond, 20, 0, false},
 		// A window refuses all until its reset, whatever the pace over it:
 		// each probe above its quota costs a few 429s (0.4-0.6%).
 		{"fixed-window", throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second},
-			100, 39 * time.Second, 25, 0},
+			100, 39 * time.Second, 25, 0, false},
 		{"sliding-log", throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second},
-			200, 19 * time.Second, 20, 1.10},
+			200, 19 * time.Second, 20, 1.10, false},
+		// 429s that state no wait are taken to ask for a second: a
+		// backoff of a fraction of one finds a window still spent until
+		// its reset (regression: 84 429s on average, 125 at worst, the
+		// pace doubling off waits of 100 ms). A bucket refuses as with
+		// Retry-After.
+		{"fixed-window-no-retry-after", throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second},
+			100, 39 * time.Second, 25, 0, true},
+		{"token-bucket-no-retry-after", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20},
+			200, 19900 * time.Millisecond, 20, 0, true},
 		// A slow bucket (regression: 256-271 429s): refusals that come
 		// before 20 answers bound the search, or the pace doubled past
 		// the quota every second; a cut pace holds 200 answers' worth
@@ -48,15 +58,19 @@ func TestLearnsTheQuotaFrom429sAlone(t *testing.T) {
 		// of the refused one, 2% above the quota (46-48 429s: a second
 		// collision each cycle).
 		{"slow-token-bucket", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 10, Burst: 5},
-			10, 399500 * time.Millisecond, 40, 0},
+			10, 399500 * time.Millisecond, 40, 0, false},
 	}
 	for _, tt := range tests {
 		for seed := range int64(3) {
 			t.Run(fmt.Sprint(tt.name, "/seed", seed), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{tt.limit},
+					cfg := throttletest.Config{Limits: []throttletest.Limit{tt.limit},
 						ArrivalJitter: 2 * time.Millisecond, Latency: time.Millisecond,
-						LatencyJitter: 2 * time.Millisecond, Seed: seed})
+						LatencyJitter: 2 * time.Millisecond, Seed: seed}
+					if tt.noWait {
+						cfg.RetryAfter = throttletest.RetryAfterNone
+					}
+					api := throttletest.NewAPI(cfg)
 					rt := throttle.New(api)
 					defer rt.Close()
 					took := job(t, rt, 4000)

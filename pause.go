@@ -54,6 +54,22 @@ func (h *hint) units(tk *ticket) int {
 
 func (h hint) throttled() bool { return h.signal == signalQuota }
 
+// unstatedWait is what a quota refusal that says nothing of when to come
+// back (no Retry-After, no reset) is taken to ask: a second, the shortest
+// wait servers state in whole seconds. A backoff of a fraction of a second
+// would find a window still spent, refused again and again until its
+// reset, and tell the key's pace (learn.go) too little.
+const unstatedWait = time.Second
+
+// asked is the wait the answer asks for: its Retry-After or reset, or
+// unstatedWait for a quota refusal that states none.
+func (h *hint) asked() time.Duration {
+	if h.signal == signalQuota && !h.hasWait {
+		return unstatedWait
+	}
+	return h.wait
+}
+
 // readHint reads an attempt's outcome: a response, or err when there is
 // none (failed says the error is one of the network's, not the caller's).
 // Only answers that may carry a signal are parsed, so a 2xx costs nothing.

@@ -455,3 +455,55 @@ func TestMaxElapsedCountsTheKeysWait(t *testing.T) {
 		})
 	})
 }
+
+// A 429 that states no wait (no Retry-After, no quota headers) is taken to
+// ask for a second: its retry, and the rest of its key, wait that long, not
+// a backoff of a fraction of one that a window still spent would refuse
+// again. A 503 without Retry-After keeps its backoff.
+func TestQuotaRefusalWithoutAWaitAsksASecond(t *testing.T) {
+	for _, tt := range []struct {
+		status int
+		least  time.Duration
+		most   time.Duration
+	}{
+		{http.StatusTooManyRequests, time.Second, time.Second},
+		{http.StatusServiceUnavailable, 0, 250 * time.Millisecond},
+	} {
+		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var mu sync.Mutex
+				var sent []time.Time
+				base := rtFunc(func(r *http.Request) (*http.Response, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					sent = append(sent, time.Now())
+					if len(sent) == 1 {
+						return reply(r, tt.status), nil
+					}
+					return reply(r, http.StatusOK), nil
+				})
+				var paused []time.Duration
+				start := time.Now()
+				rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 10}),
+					throttle.WithEvents(func(e throttle.Event) {
+						if e.Kind == throttle.EventPaused {
+							paused = append(paused, e.Until.Sub(start))
+						}
+					}))
+				defer rt.Close()
+				code, err := status(t, rt, http.MethodGet, "http://api.test/a")
+				require.NoError(t, err)
+				assert.Equal(t, http.StatusOK, code)
+				require.Len(t, sent, 2)
+				retry := sent[1].Sub(sent[0])
+				assert.GreaterOrEqual(t, retry, tt.least, "the retry waited")
+				assert.LessOrEqual(t, retry, tt.most)
+				if tt.status == http.StatusTooManyRequests {
+					assert.Equal(t, []time.Duration{time.Second}, paused, "the key paused a second")
+				} else {
+					assert.Empty(t, paused, "a random 503 pauses nothing")
+				}
+			})
+		})
+	}
+}

@@ -308,7 +308,7 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	o.retryable = r.retryable(resp, err, &o.h)
 	if o.retryable || o.h.signal != signalNone {
 		// Also the length of a pause, should the answer begin one.
-		o.delay = max(r.backoff(), o.h.wait)
+		o.delay = max(r.backoff(), o.h.asked())
 	}
 	o.h.figure, o.h.figured = int32(fig.n), fig.ok
 	ks := r.ks
@@ -335,7 +335,7 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	// response in hand is closed (see do), and the key holds nothing.
 	if r.asksUser() {
 		if o.retryable = r.t.cfg.retry.ShouldRetry(resp, err, o.retryable); o.retryable && o.delay == 0 {
-			o.delay = max(r.backoff(), o.h.wait)
+			o.delay = max(r.backoff(), o.h.asked())
 		}
 	}
 	if o.retryable && r.t.cfg.retry.NewBackOff != nil {
