@@ -168,6 +168,8 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		if kind, r, changed := m.news(); changed {
 			ls.pace, ls.paceWhy = r, "quota headers: "+kind
 		}
+	} else if m := ks.mirror(); m != nil && resp != nil && resp.StatusCode >= http.StatusInternalServerError {
+		m.unread(at, tk.adm, units) // a 5xx the server may have counted
 	}
 	if ok {
 		ks.accept(tk)

@@ -66,6 +66,10 @@ import (
 // window's length are still counted in it (see notALog). Small quotas spent
 // within a few round trips show neither kind plainly at first.
 //
+// A 5xx answer carries no reading the key trusts, but the server may have
+// counted its request (a backend's 503 behind the quota's gateway): it is
+// counted as accepted (see unread), which only ever sends less.
+//
 // The headers of every answer are read, 2xx included, while the server
 // sends them; a server that does not is checked on its first hdrTries
 // answers and then on one in hdrSample, so that answers without them cost
@@ -268,6 +272,21 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		case m.resetAt <= now || at < m.resetAt:
 			m.resetAt = at // the tightest: a reset rounded up is late by less than a second
 		}
+	}
+}
+
+// unread records the answer to admission adm, of n units, at now, that
+// carried no reading but that the server may have counted: a 5xx (a
+// backend's 503 behind the quota's gateway). It counts as accepted, which
+// only ever sends less: in a log's count of ours, in what a bucket's climb
+// is measured with, and, sent after a window's lowest reading, as taken
+// from it (it has left the requests on their way, which the mirror takes
+// from that reading, and no later reading may come before the reset).
+func (m *told) unread(now time.Duration, adm uint64, n int) {
+	m.acc += int64(n)
+	m.accepted(now, n)
+	if m.kind != kindBucket && adm > m.leftAdm && m.leftAt != 0 {
+		m.left -= n
 	}
 }
 
