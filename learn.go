@@ -231,6 +231,16 @@ func (ks *keyState) startLearning(now time.Time, at, wait time.Duration, run int
 	ks.troubled().adapt.adjusted = at
 }
 
+// unlearn forgets a pace learned from 429s when the server begins to say
+// what remains on the answers it accepts: the mirror of its count paces
+// the key from then on (told.go).
+func (ks *keyState) unlearn() {
+	if l := ks.learning(); l != nil && l.on {
+		*l = learner{}
+		ks.lim = nil
+	}
+}
+
 // peek is how long a learning key pauses after a refusal at at that asks
 // for wait, when a pause begins or a peek is refused (rules 1 and 4): a wait of a second
 // or more may be rounded up to whole seconds by up to one, so the key pauses

@@ -155,9 +155,17 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 	if !h.throttled() && (resp != nil || failed) {
 		ks.ev.answered(at) // not refused for the quota: evidence of what it bears
 	}
-	if h.hasQ && h.quota.HasRemaining {
+	if h.hasQ && h.quota.HasRemaining && (ok || ks.mirror() != nil) {
+		// The mirror begins with a reading on an answer the server
+		// accepted: a server that sends its headers on refusals only
+		// says nothing of what it gives back, only that nothing remains,
+		// which the refusal says too. Such a key learns its pace from
+		// the refusals, as one told nothing (learn.go).
 		m := &ks.rarely().told
-		m.on = true
+		if !m.on {
+			m.on = true
+			ks.unlearn()
+		}
 		m.rtt = ks.lat.srtt + ks.lat.jitter()
 		m.rollover(at, ks.admitted)
 		m.recount(tk.mono, int(tk.cost), units)

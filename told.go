@@ -66,6 +66,12 @@ import (
 // window's length are still counted in it (see notALog). Small quotas spent
 // within a few round trips show neither kind plainly at first.
 //
+// The mirror begins with the first reading on an answer the server
+// accepted. A server that sends its headers on refusals only says only
+// that nothing remains, which the refusal says too: its key learns its
+// pace from the refusals (learn.go), and forgets that pace once accepted
+// answers carry readings.
+//
 // A 5xx answer carries no reading the key trusts, but the server may have
 // counted its request (a backend's 503 behind the quota's gateway): it is
 // counted as accepted (see unread), which only ever sends less.

@@ -125,6 +125,91 @@ func TestRandom503sBehindQuotaHeadersDrawNoRefusals(t *testing.T) {
 	}
 }
 
+// A server that sends its quota headers on refusals only (throttletest's
+// default, and many APIs') says nothing of what it gives back: only that
+// nothing remains, which the refusal says too. The key learns its pace
+// from the refusals, as one told nothing (regression: the headers' reading
+// of 0 remaining took a token bucket of 200/s burst 20 for a window of 20
+// a second: 9x the ideal time and 1,150 429s of 4,000; a window of 100 a
+// second drew 245).
+func TestHeadersOnRefusalsOnlyTeachAsRefusalsDo(t *testing.T) {
+	for _, tt := range []struct {
+		limit throttletest.Limit
+		ietf  bool
+		ideal time.Duration // for 4,000 requests
+	}{
+		{throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}, false, 19900 * time.Millisecond},
+		{throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}, true, 19900 * time.Millisecond},
+		{throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}, false, 39 * time.Second},
+		{throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}, true, 19 * time.Second},
+	} {
+		t.Run(fmt.Sprint(tt.limit.Algorithm, "/ietf=", tt.ietf), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{tt.limit},
+					XRateLimit: !tt.ietf, IETF: tt.ietf,
+					ArrivalJitter: 2 * time.Millisecond, Latency: time.Millisecond,
+					LatencyJitter: 2 * time.Millisecond, Seed: 1})
+				rt := throttle.New(api)
+				defer rt.Close()
+				took := job(t, rt, 4000)
+				seen := api.Stats().Total
+				st := rt.Stats().Keys["api.test"]
+				t.Logf("took %v (%.2fx the ideal), %d refused, pace %.1f/s", took, took.Seconds()/tt.ideal.Seconds(),
+					seen.Throttled, float64(st.Rate))
+				assert.LessOrEqual(t, took.Seconds(), 1.15*tt.ideal.Seconds(), "within 1.15x the ideal")
+				assert.LessOrEqual(t, seen.Throttled, int64(25))
+				assert.Equal(t, throttle.PaceLearned, st.PaceFrom)
+			})
+		})
+	}
+}
+
+// A key that learned its pace from 429s forgets it once the server begins
+// to say what remains on the answers it accepts: the mirror of the
+// server's count paces it from then on, and a learned pace would only hold
+// it back.
+func TestHeadersOnAcceptedAnswersReplaceALearnedPace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		n, told := 0, false
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			n++
+			switch {
+			case told:
+				return reply(r, http.StatusOK, "X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4000",
+					"X-RateLimit-Reset", "3600"), nil
+			case n%20 == 0:
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1", "X-RateLimit-Remaining", "0"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		for i := range 100 {
+			_, err := status(t, rt, http.MethodGet, fmt.Sprint("http://api.test/", i))
+			require.NoError(t, err)
+		}
+		st := rt.Stats().Keys["api.test"]
+		require.Equal(t, throttle.PaceLearned, st.PaceFrom, "learned from 429s, whose headers say only that nothing remains")
+		assert.Equal(t, -1, st.Remaining)
+		mu.Lock()
+		told = true
+		mu.Unlock()
+		time.Sleep(2 * time.Second) // past the last 429's pause
+		start := time.Now()
+		for i := range 1000 {
+			_, err := status(t, rt, http.MethodGet, fmt.Sprint("http://api.test/b", i))
+			require.NoError(t, err)
+		}
+		assert.Zero(t, time.Since(start), "nothing holds it: 4,000 remain")
+		st = rt.Stats().Keys["api.test"]
+		assert.NotEqual(t, throttle.PaceLearned, st.PaceFrom)
+		assert.Positive(t, st.Remaining)
+	})
+}
+
 // A 2xx that says the quota is spent (GitHub, when the hour's quota is
 // used up) holds the next request until the reset: it draws no refusal.
 func TestSpentQuotaOnASuccessHoldsUntilTheReset(t *testing.T) {
