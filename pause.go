@@ -167,6 +167,7 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 			ks.unlearn()
 		}
 		m.rtt = ks.lat.srtt + ks.lat.jitter()
+		m.jit = ks.lat.jitter()
 		m.rollover(at, ks.admitted)
 		m.recount(tk.mono, int(tk.cost), units)
 		m.read(h.quota, at, tk.adm, ks.admitted, ks.outUnits, units, ok)

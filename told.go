@@ -37,9 +37,10 @@ import (
 //     between, over the time between the two answers. Others spending the
 //     same quota show as a slower climb, so the rate measured is what is
 //     left for us. Its level is read with care for answers that overtake
-//     one another (see readLevel), and a quarter of its depth is held
-//     back, which costs nothing once the bucket has been spent: it refills
-//     at its rate whatever it holds, short of full. A bucket far away,
+//     one another (see readLevel), and a few tokens are held back (what
+//     its rate sends within the jitter, and two; at most a quarter of its
+//     depth), which costs nothing once the bucket has been spent: it
+//     refills at its rate whatever it holds, short of full. A bucket far away,
 //     whose requests on their way are about as many as it holds, hides its
 //     climb among them: it shows instead in what it took, more of ours
 //     within a reset's length than a window (twice its limit, across a
@@ -153,6 +154,7 @@ type told struct {
 	sends      []time.Duration // our admissions over the last window length, oldest first
 	answers    []time.Duration // our accepted answers over the last window length, oldest first
 	rtt        time.Duration   // about the longest a request takes to reach the server
+	jit        time.Duration   // how much later one request may reach it than one sent after it
 	others     int64           // others' requests in the log at the last reading
 
 	shownKind string  // what EventPace last said
@@ -415,12 +417,19 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 	case m.kind == kindLog:
 		need++ // a token held back: a request that reaches the server late
 	case m.kind == kindBucket:
-		// Tokens held back: answers that overtake one another, requests
-		// that arrive out of order, a rate measured a little high. A
-		// bucket refills at its rate whatever it holds, short of full, so
-		// what is held back costs nothing once the bucket has been spent;
-		// but never more than it holds: a bucket of one still lets one go.
-		need = max(min(need+max(1, float64(m.depth/4)), float64(m.depth)), need)
+		// Tokens held back: requests that arrive out of order (what the
+		// pace sends within the jitter the key sees, as a configured
+		// bucket's reserve: see latency.go), answers that overtake one
+		// another, a rate measured a little high; up to a quarter of its
+		// depth. A bucket refills at its rate whatever it holds, short of
+		// full, so what is held back costs nothing once the bucket has
+		// been spent; but a quota that only looks like a bucket (a
+		// sliding counter, whose Remaining falls as the key's pace rises)
+		// sends what it holds back the less, and a fixed quarter cost it
+		// a quarter of its rate. Never more than it holds: a bucket of one
+		// still lets one go.
+		hold := min(max(1, float64(m.depth/4)), 2+math.Ceil(m.jit.Seconds()*m.rate))
+		need = max(min(need+hold, float64(m.depth)), need)
 	}
 	t := m.tokens(now, inflight)
 	switch {

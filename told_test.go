@@ -35,6 +35,7 @@ func TestPacesFromQuotaHeaders(t *testing.T) {
 	window := throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}
 	log := throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}
+	counter := throttletest.Limit{Algorithm: throttletest.SlidingCounter, N: 200, Per: time.Second}
 	tests := []struct {
 		name   string
 		limit  throttletest.Limit
@@ -67,6 +68,13 @@ func TestPacesFromQuotaHeaders(t *testing.T) {
 		{"token-bucket/ietf/jitter", bucket, true, 5 * time.Millisecond, 9900 * time.Millisecond, 1.05},
 		{"sliding-log/x-ratelimit/jitter", log, false, 5 * time.Millisecond, 9 * time.Second, 1.2},
 		{"sliding-log/ietf/jitter", log, true, 5 * time.Millisecond, 9 * time.Second, 1.2},
+		// A sliding counter (the last window's count, weighted by how much
+		// of it the window still covers, plus this one's) looks like a
+		// bucket, but its Remaining falls as the key's pace rises: what the
+		// key holds back of a bucket it cannot send (regression: a quarter
+		// of the depth held back, 1.34x). Steady, it admits N-1 a window.
+		{"sliding-counter/x-ratelimit", counter, false, 0, 2000 * time.Second / 199, 1.05},
+		{"sliding-counter/x-ratelimit/jitter", counter, false, 5 * time.Millisecond, 2000 * time.Second / 199, 1.05},
 		// A job that starts 0.7 s into the server's one-second window:
 		// its first reset comes before the whole second its headers say.
 		{"fixed-window/x-ratelimit/late-start", window, false, 5 * time.Millisecond, 19 * time.Second, 1.07},
