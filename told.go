@@ -156,6 +156,7 @@ type told struct {
 	rtt        time.Duration   // about the longest a request takes to reach the server
 	jit        time.Duration   // how much later one request may reach it than one sent after it
 	others     int64           // others' requests in the log at the last reading
+	othersAt   time.Duration   // when that was: all have left the log a window's length later
 
 	shownKind string  // what EventPace last said
 	shownRate float64 //
@@ -249,7 +250,7 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		// What the log holds of others': all it holds, less ours that it
 		// may hold (those on their way may not be counted yet).
 		ours := int64(m.sentBetween(now-m.length()-m.rtt, now)) - inflight
-		m.others = max(0, int64(m.limit-r)-ours)
+		m.others, m.othersAt = max(0, int64(m.limit-r)-ours), now
 	}
 	if (m.kind == kindWindow || m.kind == kindUnknown) && m.leftAt != 0 && adm > m.rollAdm &&
 		int64(r) > int64(m.left)+inflight+2 && int64(r)+inflight+2 >= int64(m.depth) {
@@ -378,12 +379,24 @@ func (m *told) tokens(now time.Duration, inflight int64) float64 {
 	case kindBucket:
 		return m.bucket(now)
 	case kindLog:
-		return m.exact(now, inflight) - float64(m.others)
+		return m.exact(now, inflight) - float64(m.othersNow(now))
 	}
 	if m.logBound() {
 		return min(t-float64(inflight), m.exact(now, inflight))
 	}
 	return t - float64(inflight)
+}
+
+// othersNow is how many of others' requests a log holds at now, as far as
+// the key knows: all it held at the last reading, until a window's length
+// after it, when each has left, whenever it was sent. (Held for ever, they
+// would hold the key for ever once the others stopped and it had nothing
+// on its way to read the log again.)
+func (m *told) othersNow(now time.Duration) int64 {
+	if now-m.othersAt >= m.length() {
+		return 0
+	}
+	return m.others
 }
 
 // logBound reports whether the mirror holds no more than a log of recent
