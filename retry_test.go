@@ -507,3 +507,46 @@ func TestQuotaRefusalWithoutAWaitAsksASecond(t *testing.T) {
 		})
 	}
 }
+
+// A 429 pauses the key for the wait the server asked, not for the refused
+// request's own backoff, which may be far longer: one unlucky request
+// does not hold back the whole key.
+func TestKeyPausesForTheServersWaitNotARequestsBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		n := 0
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			n++
+			if r.URL.Path == "/a" && n == 1 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		var paused []time.Duration
+		start := time.Now()
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 10}),
+			throttle.WithRetry(throttle.Retry{InitialDelay: 10 * time.Minute, MaxDelay: 10 * time.Minute, MaxElapsed: time.Hour}),
+			throttle.WithEvents(func(e throttle.Event) {
+				if e.Kind == throttle.EventPaused {
+					paused = append(paused, e.Until.Sub(start))
+				}
+			}))
+		defer rt.Close()
+		done := make(chan time.Duration)
+		go func() {
+			_, err := status(t, rt, http.MethodGet, "http://api.test/a")
+			assert.NoError(t, err)
+			done <- time.Since(start)
+		}()
+		synctest.Wait()
+		assert.Equal(t, []time.Duration{time.Second}, paused, "the key paused for the second asked")
+		time.Sleep(time.Second)
+		code, err := status(t, rt, http.MethodGet, "http://api.test/b")
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusOK, code)
+		assert.Equal(t, time.Second, time.Since(start), "another request goes once the second has passed")
+		assert.GreaterOrEqual(t, <-done, time.Second, "the refused request waits its own backoff, at least the second")
+	})
+}

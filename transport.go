@@ -313,7 +313,19 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	o.h.figure, o.h.figured = int32(fig.n), fig.ok
 	ks := r.ks
 	ks.mu.Lock()
-	r.t.learn(&o.ls, ks, tk, resp, &o.h, o.delay, o.now, mono)
+	pause := o.delay
+	if o.h.throttled() && o.h.hasWait && o.h.wait > 0 {
+		// The key pauses for what the server asked; the refused request
+		// itself may wait longer, its own backoff. (One unlucky request
+		// must not pause the whole key for its growing backoff: a key
+		// whose every probe found the quota spent by another client,
+		// which the server's whole-second waits always woke it too late
+		// for, paused ever longer.) A refusal that states no wait pauses
+		// the key for the request's backoff, which grows while it is
+		// refused.
+		pause = o.h.wait
+	}
+	r.t.learn(&o.ls, ks, tk, resp, &o.h, pause, o.now, mono)
 	if fig.ok {
 		o.cost = r.t.correct(ks, *tk, fig.n, o.now)
 	}
