@@ -61,10 +61,12 @@ import (
 // refused after its reset (which gives a window back whole) is counted as a
 // log from then on, which is safe for both; a "bucket" refused in episode
 // after episode, each within two of the quota's length of the one before,
-// whatever its measured rate, is told again from what follows. A "log",
-// which refusals never contradict (it only ever sends less), is told again
-// when Remaining is more than a log could hold: ours answered within the
-// window's length are still counted in it (see notALog). Small quotas spent
+// whatever its measured rate, is told again from what follows; so is a
+// "log" (a sliding counter looks like one, but refuses what a log would
+// take), but for one that came from a window refused after its reset. A
+// "log" is told again, too, when Remaining is more than a log could hold:
+// ours answered within the window's length are still counted in it (see
+// notALog). Small quotas spent
 // within a few round trips show neither kind plainly at first.
 //
 // The mirror begins with the first reading on an answer the server
@@ -186,11 +188,16 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 	if accepted {
 		m.acc += int64(n)
 		m.accepted(now, n)
-	} else if m.kind == kindBucket && adm > m.refusedAdm {
+	} else if (m.kind == kindBucket || m.kind == kindLog && !m.logRefused) && adm > m.refusedAdm {
 		// Refused: the bucket refills slower than measured, or others
 		// spend more of it. Once per refusal episode, a fifth less, and a
-		// new measurement; episodes that keep coming show no bucket.
-		m.rate *= slowFactor
+		// new measurement; episodes that keep coming show no bucket. Nor
+		// a log, which the key counts exactly: a sliding counter, whose
+		// count of the window before decays evenly whatever reached it
+		// when, looks like a log but refuses what a log would take.
+		if m.kind == kindBucket {
+			m.rate *= slowFactor
+		}
 		if m.refusedAt != 0 && now-m.refusedAt < max(coarseWait, 2*m.length()) {
 			m.recurred++
 		} else {

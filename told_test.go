@@ -219,6 +219,33 @@ func TestHeadersOnAcceptedAnswersReplaceALearnedPace(t *testing.T) {
 	})
 }
 
+// A sliding counter told by IETF headers (RateLimit-Policy's w, one
+// second) is taken for a log of recent requests at first, which the key
+// counts exactly; but the counter counts the window before evenly decayed,
+// whatever reached it when, and refuses what a log would take. Refusals
+// that keep coming overturn the verdict, as a bucket's do (regression:
+// held a log for good, each refusal a whole-second pause: 1.47x the ideal,
+// 75 429s of 4,000).
+func TestSlidingCounterTakenForALogIsToldAgain(t *testing.T) {
+	for seed := range int64(3) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
+					{Algorithm: throttletest.SlidingCounter, N: 200, Per: time.Second}}, IETF: true, HeadersOnSuccess: true,
+					ArrivalJitter: 2 * time.Millisecond, Latency: time.Millisecond, LatencyJitter: 2 * time.Millisecond, Seed: seed})
+				rt := throttle.New(api)
+				defer rt.Close()
+				took := job(t, rt, 4000)
+				ideal := 4000 * time.Second / 199
+				refused := api.Stats().Total.Throttled
+				t.Logf("took %v (%.2fx the ideal), %d refused", took, took.Seconds()/ideal.Seconds(), refused)
+				assert.LessOrEqual(t, took.Seconds(), 1.3*ideal.Seconds())
+				assert.LessOrEqual(t, refused, int64(40), "1% of 4,000")
+			})
+		})
+	}
+}
+
 // A 2xx that says the quota is spent (GitHub, when the hour's quota is
 // used up) holds the next request until the reset: it draws no refusal.
 func TestSpentQuotaOnASuccessHoldsUntilTheReset(t *testing.T) {
