@@ -61,7 +61,7 @@ func TestPolicyScale(t *testing.T) {
 
 func TestPick(t *testing.T) {
 	for filter, want := range map[string]int{
-		"":             38,
+		"":             44,
 		"bucket,date":  4,
 		"seconds,date": 6, // the quiet six
 		"noisy":        5,
@@ -69,7 +69,8 @@ func TestPick(t *testing.T) {
 		"bucket":       2,
 		"fixed":        3,
 		"sliding":      2,
-		"untold":       27,
+		"untold":       33,
+		"untold-real":  6,
 		"untold-log":   3,
 		"distant":      9,
 		"halving":      3,
@@ -231,8 +232,9 @@ func TestUntoldScenarios(t *testing.T) {
 		if cfg.ArrivalJitter == 0 {
 			t.Errorf("%s: no noise", sc.name)
 		}
-		want := sc.headers != noHeaders
-		if cfg.HeadersOnSuccess != want || cfg.XRateLimit != (sc.headers == xRateLimit) || cfg.IETF != (sc.headers == ietfHeaders) {
+		want := sc.headers == xRateLimit || sc.headers == ietfHeaders
+		x := sc.headers == xRateLimit || sc.headers == xRateLimitRefusals
+		if cfg.HeadersOnSuccess != want || cfg.XRateLimit != x || cfg.IETF != (sc.headers == ietfHeaders) {
 			t.Errorf("%s: headers %v: %+v", sc.name, sc.headers, cfg)
 		}
 		forms[sc.headers]++
@@ -240,8 +242,15 @@ func TestUntoldScenarios(t *testing.T) {
 			t.Errorf("%s: no target", sc.name)
 		}
 	}
-	if forms[xRateLimit] != 9 || forms[ietfHeaders] != 9 || forms[noHeaders] != 9 {
-		t.Errorf("header forms %v, want 9 of each", forms)
+	if forms[xRateLimit] != 10 || forms[ietfHeaders] != 10 || forms[noHeaders] != 11 || forms[xRateLimitRefusals] != 2 {
+		t.Errorf("header forms %v, want 10, 10, 11 and 2", forms)
+	}
+	for _, sc := range pickScenarios("untold-real") {
+		cfg := sc.config(4000, 0)
+		noisy := cfg.Unavailable > 0 || cfg.RetryAfter == throttletest.RetryAfterNone || sc.headers == xRateLimitRefusals
+		if !noisy {
+			t.Errorf("%s: nothing of a real API's", sc.name)
+		}
 	}
 	for _, sc := range pickScenarios("distant") {
 		if cfg := sc.config(4000, 0); cfg.Latency != farLatency || cfg.LatencyJitter != farLatency {

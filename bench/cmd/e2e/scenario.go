@@ -92,6 +92,9 @@ type scenario struct {
 	set   set
 	quota quota
 	date  bool // Retry-After as an HTTP-date, else whole seconds
+	// noRetryAfter: 429s and 503s carry no Retry-After (nor, without
+	// headers, anything else that says when to come back).
+	noRetryAfter bool
 
 	noise   noise      // zero for the six quiet scenarios
 	headers headerForm // the quota headers on every answer; none for the quiet and noisy sets
@@ -191,8 +194,11 @@ func (s scenario) quotaString() string {
 // different luck and the rows of one run the same.
 func (s scenario) config(records int, seed int64) throttletest.Config {
 	cfg := throttletest.Config{Limits: []throttletest.Limit{s.quotaOf(records).limit()}, Seed: seed}
-	if s.date {
+	switch {
+	case s.date:
 		cfg.RetryAfter = throttletest.RetryAfterDate
+	case s.noRetryAfter:
+		cfg.RetryAfter = throttletest.RetryAfterNone
 	}
 	s.headers.apply(&cfg)
 	s.noise.apply(&cfg, s.ideal(records))
@@ -200,8 +206,11 @@ func (s scenario) config(records int, seed int64) throttletest.Config {
 }
 
 func (s scenario) retryAfter() string {
-	if s.date {
+	switch {
+	case s.date:
 		return "HTTP-date"
+	case s.noRetryAfter:
+		return "none"
 	}
 	return "seconds"
 }

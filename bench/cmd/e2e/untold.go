@@ -14,16 +14,17 @@ import (
 type headerForm int
 
 const (
-	noHeaders   headerForm = iota // none: a 429 says only Retry-After
-	xRateLimit                    // X-RateLimit-Limit, -Remaining and -Reset
-	ietfHeaders                   // RateLimit and RateLimit-Policy (draft-ietf-httpapi-ratelimit-headers)
+	noHeaders          headerForm = iota // none: a 429 says only Retry-After
+	xRateLimit                           // X-RateLimit-Limit, -Remaining and -Reset
+	ietfHeaders                          // RateLimit and RateLimit-Policy (draft-ietf-httpapi-ratelimit-headers)
+	xRateLimitRefusals                   // X-RateLimit-* on 429s only, as many APIs send them
 )
 
 // apply sets the headers on cfg.
 func (h headerForm) apply(cfg *throttletest.Config) {
-	cfg.XRateLimit = h == xRateLimit
+	cfg.XRateLimit = h == xRateLimit || h == xRateLimitRefusals
 	cfg.IETF = h == ietfHeaders
-	cfg.HeadersOnSuccess = h != noHeaders
+	cfg.HeadersOnSuccess = h == xRateLimit || h == ietfHeaders
 }
 
 func (h headerForm) String() string {
@@ -32,6 +33,8 @@ func (h headerForm) String() string {
 		return "X-RateLimit-* on every answer"
 	case ietfHeaders:
 		return "RateLimit + RateLimit-Policy (IETF) on every answer"
+	case xRateLimitRefusals:
+		return "X-RateLimit-* on 429s only"
 	}
 	return "none (429 + Retry-After only)"
 }
@@ -90,7 +93,7 @@ func untoldScenarios() []scenario {
 		{name: "distant-window", quota: fixed, far: true},
 		{name: "distant-log", quota: sliding, far: true},
 	}
-	var out []scenario
+	out := realScenarios(bucket, fixed, sliding)
 	for _, q := range quotas {
 		for _, h := range []headerForm{xRateLimit, ietfHeaders, noHeaders} {
 			n := noise{arrivalJitter: untoldJitter}
@@ -114,6 +117,30 @@ func untoldScenarios() []scenario {
 	return out
 }
 
+// realScenarios are untold scenarios in the ways real APIs differ from the
+// steady ones: quota headers on 429s only; 429s without Retry-After or
+// headers; random 503s (2%, Retry-After: 1 s) behind quota headers on every
+// answer. Their names start with "untold-real", and they run first, so that
+// -scenario untold-real picks them and the steady rows keep their order.
+func realScenarios(bucket, fixed, sliding quota) []scenario {
+	unavailable := noise{arrivalJitter: untoldJitter, unavailable: 0.02, unavailableRetryAfter: time.Second}
+	plain := noise{arrivalJitter: untoldJitter}
+	all := []scenario{
+		{name: "untold-real-tokens-onrefusals", quota: bucket, headers: xRateLimitRefusals, noise: plain},
+		{name: "untold-real-window-onrefusals", quota: fixed, headers: xRateLimitRefusals, noise: plain},
+		{name: "untold-real-tokens-noretryafter", quota: bucket, headers: noHeaders, noRetryAfter: true, noise: plain},
+		{name: "untold-real-window-noretryafter", quota: fixed, headers: noHeaders, noRetryAfter: true, noise: plain},
+		{name: "untold-real-window-503", quota: fixed, headers: xRateLimit, noise: unavailable},
+		{name: "untold-real-log-503", quota: sliding, headers: ietfHeaders, noise: unavailable},
+	}
+	for i := range all {
+		sc := &all[i]
+		sc.set, sc.rows = untoldSet, []int{7, 6}
+		sc.targets = untoldTargets(sc.headers, false, 0)
+	}
+	return all
+}
+
 // untoldTargets are issue 9's targets for throttle told no Policy, by the
 // quota headers and the quota: with headers, wall ≤ 1.05 × ideal and 429s ≤
 // 0.3 % of the requests; without, 1.15 × and 0.5 %; a quota whose rate
@@ -122,7 +149,7 @@ func untoldScenarios() []scenario {
 // 429s' share of the headers' form.
 func untoldTargets(h headerForm, halves bool, procs int) []target {
 	wall, share := 1.05, 0.003
-	if h == noHeaders {
+	if h == noHeaders || h == xRateLimitRefusals { // refusals tell it all
 		wall, share = 1.15, 0.005
 	}
 	switch {
