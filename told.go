@@ -40,12 +40,12 @@ import (
 //     one another (see readLevel), and a few tokens are held back (what
 //     its rate sends within the jitter, and two; at most a quarter of its
 //     depth), which costs nothing once the bucket has been spent: it
-//     refills at its rate whatever it holds, short of full. A bucket far away,
-//     whose requests on their way are about as many as it holds, hides its
-//     climb among them: it shows instead in what it took, more of ours
-//     within a reset's length than a window (twice its limit, across a
-//     reset) or a log (its limit) could take (see overTaken), and its
-//     refill is measured over spans long enough to rise above them.
+//     refills at its rate whatever it holds, short of full. A bucket far
+//     away, whose requests on their way are about as many as it holds,
+//     hides its climb among them: it shows instead in what it took, more
+//     of ours within a reset's length than a window (twice its limit,
+//     across a reset) or a log (its limit) could take (see overTaken), and
+//     its refill is measured over spans long enough to rise above them.
 //
 // Until it knows, the key takes the quota for a window: it never sends more
 // than Remaining before the reset, and, told only by X-RateLimit-*, no more
@@ -66,8 +66,8 @@ import (
 // take), but for one that came from a window refused after its reset. A
 // "log" is told again, too, when Remaining is more than a log could hold:
 // ours answered within the window's length are still counted in it (see
-// notALog). Small quotas spent
-// within a few round trips show neither kind plainly at first.
+// notALog). Small quotas spent within a few round trips show neither kind
+// plainly at first.
 //
 // The mirror begins with the first reading on an answer the server
 // accepted. A server that sends its headers on refusals only says only
