@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/throttlehttp/throttle"
+	"github.com/throttlehttp/throttle/throttletest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -120,4 +121,11 @@ func paceLog() (throttle.Option, func() []throttle.Event) {
 		defer mu.Unlock()
 		return append([]throttle.Event(nil), paces...)
 	}
+}
+
+// nearby sets on cfg the noise of a server nearby, seeded: requests reach
+// its quotas 0-2 ms late, answers come 1-3 ms after.
+func nearby(cfg throttletest.Config, seed int64) throttletest.Config {
+	cfg.ArrivalJitter, cfg.Latency, cfg.LatencyJitter, cfg.Seed = 2*time.Millisecond, time.Millisecond, 2*time.Millisecond, seed
+	return cfg
 }

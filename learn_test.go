@@ -64,9 +64,7 @@ func TestLearnsTheQuotaFrom429sAlone(t *testing.T) {
 		for seed := range int64(3) {
 			t.Run(fmt.Sprint(tt.name, "/seed", seed), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					cfg := throttletest.Config{Limits: []throttletest.Limit{tt.limit},
-						ArrivalJitter: 2 * time.Millisecond, Latency: time.Millisecond,
-						LatencyJitter: 2 * time.Millisecond, Seed: seed}
+					cfg := nearby(throttletest.Config{Limits: []throttletest.Limit{tt.limit}}, seed)
 					if tt.noWait {
 						cfg.RetryAfter = throttletest.RetryAfterNone
 					}
@@ -101,10 +99,8 @@ func TestLearnedPaceFollowsAQuotaThatHalves(t *testing.T) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				cfg := func(rate float64) throttletest.Config {
-					return throttletest.Config{
-						Limits:        []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: rate, Burst: 20}},
-						ArrivalJitter: 2 * time.Millisecond, Latency: time.Millisecond,
-						LatencyJitter: 2 * time.Millisecond, Seed: seed}
+					return nearby(throttletest.Config{
+						Limits: []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: rate, Burst: 20}}}, seed)
 				}
 				before, after := throttletest.NewAPI(cfg(200)), throttletest.NewAPI(cfg(100))
 				rt := throttle.New(changesAt(3*time.Second, before, after))
@@ -135,10 +131,8 @@ func TestTwoTransportsShareAQuotaUntold(t *testing.T) {
 	for seed := range int64(3) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				api := throttletest.NewAPI(throttletest.Config{
-					Limits:        []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}},
-					ArrivalJitter: 2 * time.Millisecond, Latency: time.Millisecond,
-					LatencyJitter: 2 * time.Millisecond, Seed: seed})
+				api := throttletest.NewAPI(nearby(throttletest.Config{
+					Limits: []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}}}, seed))
 				rts := []*throttle.Transport{throttle.New(api), throttle.New(api)}
 				var took [2]time.Duration
 				var mid [2]int64 // attempts sent from 5 s to 10 s

@@ -116,10 +116,8 @@ func TestRandom503sBehindQuotaHeadersDrawNoRefusals(t *testing.T) {
 		for _, ietf := range []bool{false, true} {
 			t.Run(fmt.Sprint(limit.Algorithm, "/ietf=", ietf), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{limit},
-						XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true, Unavailable: 0.02,
-						ArrivalJitter: 2 * time.Millisecond, Latency: time.Millisecond,
-						LatencyJitter: 2 * time.Millisecond, Seed: 1})
+					api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{limit},
+						XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true, Unavailable: 0.02}, 1))
 					rt := throttle.New(api)
 					defer rt.Close()
 					took := job(t, rt, 2000)
@@ -154,10 +152,8 @@ func TestHeadersOnRefusalsOnlyTeachAsRefusalsDo(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tt.limit.Algorithm, "/ietf=", tt.ietf), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{tt.limit},
-					XRateLimit: !tt.ietf, IETF: tt.ietf,
-					ArrivalJitter: 2 * time.Millisecond, Latency: time.Millisecond,
-					LatencyJitter: 2 * time.Millisecond, Seed: 1})
+				api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{tt.limit},
+					XRateLimit: !tt.ietf, IETF: tt.ietf}, 1))
 				rt := throttle.New(api)
 				defer rt.Close()
 				took := job(t, rt, 4000)
@@ -230,9 +226,8 @@ func TestSlidingCounterTakenForALogIsToldAgain(t *testing.T) {
 	for seed := range int64(3) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
-					{Algorithm: throttletest.SlidingCounter, N: 200, Per: time.Second}}, IETF: true, HeadersOnSuccess: true,
-					ArrivalJitter: 2 * time.Millisecond, Latency: time.Millisecond, LatencyJitter: 2 * time.Millisecond, Seed: seed})
+				api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{
+					{Algorithm: throttletest.SlidingCounter, N: 200, Per: time.Second}}, IETF: true, HeadersOnSuccess: true}, seed))
 				rt := throttle.New(api)
 				defer rt.Close()
 				took := job(t, rt, 4000)
@@ -504,9 +499,8 @@ func TestTwoTransportsShareAQuotaByItsHeaders(t *testing.T) {
 // minutes, and together within slack (0: any) of ideal, the ideal of both.
 func twoTransportsShareAQuota(t *testing.T, limit throttletest.Limit, ietf bool, seed int64, ideal time.Duration, slack float64) {
 	synctest.Test(t, func(t *testing.T) {
-		api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{limit},
-			XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true,
-			ArrivalJitter: 2 * time.Millisecond, Latency: time.Millisecond, LatencyJitter: 2 * time.Millisecond, Seed: seed})
+		api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{limit},
+			XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true}, seed))
 		a, b := throttle.New(api), throttle.New(api)
 		defer a.Close()
 		defer b.Close()
@@ -562,9 +556,8 @@ func twoTransportsShareAQuota(t *testing.T, limit throttletest.Limit, ietf bool,
 // refusal.
 func TestLogCountsFromAnswersThroughAStall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
-			{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}}, IETF: true, HeadersOnSuccess: true,
-			ArrivalJitter: 2 * time.Millisecond, Latency: time.Millisecond, LatencyJitter: 2 * time.Millisecond, Seed: 1})
+		api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{
+			{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}}, IETF: true, HeadersOnSuccess: true}, 1))
 		start := time.Now()
 		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
 			if d := time.Since(start); d >= 5*time.Second && d < 5200*time.Millisecond {
@@ -603,9 +596,8 @@ func TestWrongKindIsOverturnedByRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{tt.limit},
-					XRateLimit: !tt.ietf, IETF: tt.ietf, HeadersOnSuccess: true,
-					ArrivalJitter: 2 * time.Millisecond, Latency: time.Millisecond, LatencyJitter: 2 * time.Millisecond, Seed: tt.seed})
+				api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{tt.limit},
+					XRateLimit: !tt.ietf, IETF: tt.ietf, HeadersOnSuccess: true}, tt.seed))
 				rt := throttle.New(api)
 				defer rt.Close()
 				took := job(t, rt, 600)
