@@ -21,7 +21,12 @@ import (
 //
 //   - a fixed window adds nothing until its reset, then gives back
 //     everything at once: Remaining only jumps, at the stated reset, back
-//     to about Limit;
+//     to about Limit. A short one, its reset stated in whole seconds, is
+//     spread evenly over the time to its reset rather than spent at once:
+//     another client on the same quota, whose whole-second waits wake it
+//     at the same point of every window, finds some left whenever it
+//     comes, not a window spent at its reset (which costs a job that ends
+//     within one window up to that window's length);
 //   - a log of recent requests gives back each request a window's length
 //     after it reached the server: what comes back before the stated reset
 //     is no more than what the key sent a window's length before (within a
@@ -59,7 +64,10 @@ import (
 //
 // A verdict the server's refusals contradict is overturned: a "window"
 // refused after its reset (which gives a window back whole) is counted as a
-// log from then on, which is safe for both; a "bucket" refused in episode
+// log from then on, which is safe for both, when the request refused went
+// before any reading of the new window and within a quarter of its length
+// of the reset (one sent later, or after a reading said what was left, may
+// find it spent by others); a "bucket" refused in episode
 // after episode, each within two of the quota's length of the one before,
 // whatever its measured rate, is told again from what follows; so is a
 // "log" (a sliding counter looks like one, but refuses what a log would
@@ -145,6 +153,8 @@ type told struct {
 	still      bool            // a span before a reset showed nothing given back
 	tested     bool            // a request went beyond the mirror before this reset (see lowerBound)
 	rolled     bool            // left is the limit a reset gave back, not a reading (see logBound)
+	rolledAt   time.Duration   // when the last reset passed
+	blindAdm   uint64          // admissions before the first reading after it
 	logRefused bool            // the kind is a log because a window was refused after its reset
 	spread     time.Duration   // the last request admitted while spreading
 	lastAdm    uint64          // the latest admission answered
@@ -207,12 +217,18 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		if m.recurred >= retellAfter {
 			m.retell()
 		}
-	} else if m.kind == kindWindow && m.rollAdm > 0 && adm > m.rollAdm {
+	} else if m.kind == kindWindow && m.rollAdm > 0 && adm > m.rollAdm && (m.rolled || adm <= m.blindAdm) &&
+		now-m.rolledAt < m.length()/4 {
 		// Refused after a reset, which gives a window back whole: it was
 		// a log of recent requests, which gives back only what it took a
 		// window's length before (the headers of a log spent at once
 		// look like a window's). Counted as a log, it is safe either way,
-		// and no reading overturns it (see notALog).
+		// and no reading overturns it (see notALog). Not so a request
+		// sent after a reading of the new window, or late in it (the
+		// key paused across it): others may have spent it (regression:
+		// two transports on one window, each taken for a log by turns,
+		// each sent what the log bound let go at once, and drew a
+		// hundred refusals).
 		m.kind, m.logRefused = kindLog, true
 	}
 	m.lastAdm = max(m.lastAdm, adm)
@@ -276,6 +292,9 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		// the window nearly whole, and was counted in it. (A window not
 		// spent before its reset may look so too; the key then only
 		// sends less.)
+		if m.rolled {
+			m.blindAdm = admitted
+		}
 		m.left, m.leftAdm, m.leftAt, m.rolled = r, adm, now, false
 	}
 	if q.HasReset {
@@ -365,7 +384,7 @@ func (m *told) rollover(now time.Duration, admitted uint64) {
 		return
 	}
 	m.left, m.leftAdm, m.leftAt, m.rollAdm, m.passed, m.tested = m.limit, admitted, m.resetAt, admitted, true, false
-	m.rolled = true
+	m.rolled, m.rolledAt = true, m.leftAt
 	m.resetAt = 0
 	if m.period > 0 {
 		m.resetAt = m.leftAt + m.period
@@ -458,6 +477,15 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 		// reset: a window's last requests must not be late for it, and a
 		// bucket shows its refill as well in half the time.
 		return max(now, m.spread+time.Duration(0.5*float64(m.resetAt-now)/t))
+	case t >= need && ahead == 0 && m.kind == kindWindow && m.coarse && m.resetAt > now:
+		// A short window, told in whole seconds, is spread evenly over
+		// the time to its reset, not spent at once: another client that
+		// shares it, and whose whole-second waits wake it at the same
+		// point of every window, finds some left, as it would at its
+		// reset (regression: two transports on one window, the one
+		// refused later was refused at every wake, and gave up). What
+		// binds the rest (the log bound) still does.
+		return max(now, m.spread+time.Duration(float64(m.resetAt-now)/float64(int64(m.left)-inflight)))
 	case t >= need:
 		return now
 	case m.kind == kindLog:

@@ -45,8 +45,12 @@ func TestPacesFromQuotaHeaders(t *testing.T) {
 		ideal  time.Duration // for 2,000 requests
 		slack  float64       // the most over the ideal
 	}{
-		{"fixed-window/x-ratelimit", window, false, 0, 19 * time.Second, 1.07},
-		{"fixed-window/ietf", window, true, 0, 19 * time.Second, 1.05},
+		// A short window is spread over the time to its reset, so that
+		// others who share it find some left whenever they come (see
+		// TestTwoTransportsShareAQuotaByItsHeaders): the job ends with
+		// its last window, a second after it would, sent at once.
+		{"fixed-window/x-ratelimit", window, false, 0, 20 * time.Second, 1.02},
+		{"fixed-window/ietf", window, true, 0, 20 * time.Second, 1.02},
 		// A bucket's headers cannot tell it from a one-second window at
 		// first; the key finds out within its first second.
 		{"token-bucket/x-ratelimit", bucket, false, 0, 9900 * time.Millisecond, 1.05},
@@ -63,8 +67,8 @@ func TestPacesFromQuotaHeaders(t *testing.T) {
 		// X-RateLimit-Reset cannot tell a fixed window from a log of
 		// requests sent all at once: the key holds no more than a log
 		// would, which costs a window a round trip or so.
-		{"fixed-window/x-ratelimit/jitter", window, false, 5 * time.Millisecond, 19 * time.Second, 1.07},
-		{"fixed-window/ietf/jitter", window, true, 5 * time.Millisecond, 19 * time.Second, 1.05},
+		{"fixed-window/x-ratelimit/jitter", window, false, 5 * time.Millisecond, 20 * time.Second, 1.02},
+		{"fixed-window/ietf/jitter", window, true, 5 * time.Millisecond, 20 * time.Second, 1.02},
 		{"token-bucket/x-ratelimit/jitter", bucket, false, 5 * time.Millisecond, 9900 * time.Millisecond, 1.05},
 		{"token-bucket/ietf/jitter", bucket, true, 5 * time.Millisecond, 9900 * time.Millisecond, 1.05},
 		{"sliding-log/x-ratelimit/jitter", log, false, 5 * time.Millisecond, 9 * time.Second, 1.2},
@@ -78,8 +82,8 @@ func TestPacesFromQuotaHeaders(t *testing.T) {
 		{"sliding-counter/x-ratelimit/jitter", counter, false, 5 * time.Millisecond, 2000 * time.Second / 199, 1.05},
 		// A job that starts 0.7 s into the server's one-second window:
 		// its first reset comes before the whole second its headers say.
-		{"fixed-window/x-ratelimit/late-start", window, false, 5 * time.Millisecond, 19 * time.Second, 1.07},
-		{"fixed-window/ietf/late-start", window, true, 5 * time.Millisecond, 19 * time.Second, 1.05},
+		{"fixed-window/x-ratelimit/late-start", window, false, 5 * time.Millisecond, 20 * time.Second, 1.02},
+		{"fixed-window/ietf/late-start", window, true, 5 * time.Millisecond, 20 * time.Second, 1.02},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -471,23 +475,29 @@ func TestTwoTransportsShareAQuotaByItsHeaders(t *testing.T) {
 		ietf  bool
 		ideal time.Duration // of the two halves together, 2,000 requests
 		slack float64
+		fair  bool // each gets a fair share: neither ends its job before the other has done most of its
 	}{
-		{"token-bucket/x-ratelimit", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}, false, 9900 * time.Millisecond, 1.25},
-		{"token-bucket/ietf", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}, true, 9900 * time.Millisecond, 1.25},
+		{"token-bucket/x-ratelimit", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}, false, 9900 * time.Millisecond, 1.25, false},
+		{"token-bucket/ietf", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}, true, 9900 * time.Millisecond, 1.25, false},
 		// A log of recent requests: each counts what the other holds of
 		// the log at its last reading, until a window's length after it
 		// (regression: counted for ever, they held a key with nothing on
 		// its way, so no reading to come, for ever once the other
 		// stopped). Not yet within the slack: see the README.
-		{"sliding-log/ietf", throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}, true, 9 * time.Second, 0},
-		{"sliding-log/x-ratelimit", throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}, false, 9 * time.Second, 0},
-		// Not yet: two transports on one fixed window (see the README's
-		// "Not told the quota").
+		{"sliding-log/ietf", throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}, true, 9 * time.Second, 0, false},
+		{"sliding-log/x-ratelimit", throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}, false, 9 * time.Second, 0, false},
+		// A fixed window told in whole seconds: each spreads its count
+		// over the time to the reset (regression: the one refused later
+		// woke, by its whole-second waits, at the same point of every
+		// window, after the other had spent it at its reset; refused at
+		// every wake, it gave up).
+		{"fixed-window/x-ratelimit", throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}, false, 19 * time.Second, 1.10, true},
+		{"fixed-window/ietf", throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}, true, 19 * time.Second, 1.10, true},
 	}
 	for _, tt := range tests {
 		for seed := range int64(4) {
 			t.Run(fmt.Sprint(tt.name, "/seed", seed), func(t *testing.T) {
-				twoTransportsShareAQuota(t, tt.limit, tt.ietf, seed, tt.ideal, tt.slack)
+				twoTransportsShareAQuota(t, tt.limit, tt.ietf, seed, tt.ideal, tt.slack, tt.fair)
 			})
 		}
 	}
@@ -496,8 +506,10 @@ func TestTwoTransportsShareAQuotaByItsHeaders(t *testing.T) {
 // twoTransportsShareAQuota runs two jobs of 1,000 requests at once, each
 // through its own transport, on one key of the quota limit, told by its
 // headers (IETF or X-RateLimit), and checks that both end within two
-// minutes, and together within slack (0: any) of ideal, the ideal of both.
-func twoTransportsShareAQuota(t *testing.T, limit throttletest.Limit, ietf bool, seed int64, ideal time.Duration, slack float64) {
+// minutes, and together within slack (0: any) of ideal, the ideal of both;
+// fair, that each gets a fair share: neither ends its job before the other
+// has done most of its.
+func twoTransportsShareAQuota(t *testing.T, limit throttletest.Limit, ietf bool, seed int64, ideal time.Duration, slack float64, fair bool) {
 	synctest.Test(t, func(t *testing.T) {
 		api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{limit},
 			XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true}, seed))
@@ -509,10 +521,12 @@ func twoTransportsShareAQuota(t *testing.T, limit throttletest.Limit, ietf bool,
 		defer cancel()
 		var wg sync.WaitGroup
 		var failed atomic.Int64
+		var ended [2]time.Duration
 		for i, rt := range []*throttle.Transport{a, b} {
 			next := make(chan int)
+			var workers sync.WaitGroup
 			for range 16 {
-				wg.Go(func() {
+				workers.Go(func() {
 					for n := range next {
 						req := newReq(t, ctx, http.MethodPut, fmt.Sprint("http://api.test/", i, "/", n))
 						req.Header.Set("X-API-Key", "k")
@@ -527,15 +541,17 @@ func twoTransportsShareAQuota(t *testing.T, limit throttletest.Limit, ietf bool,
 				})
 			}
 			wg.Go(func() {
-				defer close(next)
 				for n := range 1000 {
 					next <- n
 				}
+				close(next)
+				workers.Wait()
+				ended[i] = time.Since(start)
 			})
 		}
 		wg.Wait()
 		took, refused := time.Since(start), api.Stats().Total.Throttled
-		t.Logf("together took %v (ideal %v), %d refused", took, ideal, refused)
+		t.Logf("together took %v (ideal %v; each %v), %d refused", took, ideal, ended, refused)
 		assert.Zero(t, failed.Load(), "every request ends in a 200 within two minutes")
 		if slack > 0 {
 			// The first 32 requests go before either knows anything:
@@ -544,6 +560,9 @@ func twoTransportsShareAQuota(t *testing.T, limit throttletest.Limit, ietf bool,
 			// that, none.
 			assert.LessOrEqual(t, refused, int64(16), "0.8% of 2,000")
 			assert.LessOrEqual(t, took.Seconds(), ideal.Seconds()*slack, "within %v× the ideal of both jobs", slack)
+		}
+		if fair {
+			assert.GreaterOrEqual(t, min(ended[0], ended[1]).Seconds(), 0.7*took.Seconds(), "a fair share each")
 		}
 	})
 }
