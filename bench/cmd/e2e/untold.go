@@ -120,8 +120,10 @@ func untoldScenarios() []scenario {
 // realScenarios are untold scenarios in the ways real APIs differ from the
 // steady ones: quota headers on 429s only; 429s without Retry-After or
 // headers; random 503s (2%, Retry-After: 1 s) behind quota headers on every
-// answer. Their names start with "untold-real", and they run first, so that
-// -scenario untold-real picks them and the steady rows keep their order.
+// answer; two processes on one key of a fixed window or a log told by
+// headers, which the steady rows have only for a token bucket. Their names
+// start with "untold-real", and they run first, so that -scenario
+// untold-real picks them and the steady rows keep their order.
 func realScenarios(bucket, fixed, sliding quota) []scenario {
 	unavailable := noise{arrivalJitter: untoldJitter, unavailable: 0.02, unavailableRetryAfter: time.Second}
 	plain := noise{arrivalJitter: untoldJitter}
@@ -132,11 +134,14 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 		{name: "untold-real-window-noretryafter", quota: fixed, headers: noHeaders, noRetryAfter: true, noise: plain},
 		{name: "untold-real-window-503", quota: fixed, headers: xRateLimit, noise: unavailable},
 		{name: "untold-real-log-503", quota: sliding, headers: ietfHeaders, noise: unavailable},
+		{name: "untold-real-2procs-window-xrl", quota: fixed, headers: xRateLimit, noise: plain, procs: 2},
+		{name: "untold-real-2procs-window-ietf", quota: fixed, headers: ietfHeaders, noise: plain, procs: 2},
+		{name: "untold-real-2procs-log-ietf", quota: sliding, headers: ietfHeaders, noise: plain, procs: 2},
 	}
 	for i := range all {
 		sc := &all[i]
 		sc.set, sc.rows = untoldSet, []int{7, 6}
-		sc.targets = untoldTargets(sc.headers, false, 0)
+		sc.targets = untoldTargets(sc.headers, false, sc.procs)
 	}
 	return all
 }
