@@ -26,13 +26,17 @@ import (
 //     another client on the same quota, whose whole-second waits wake it
 //     at the same point of every window, finds some left whenever it
 //     comes, not a window spent at its reset (which costs a job that ends
-//     within one window up to that window's length);
+//     within one window up to that window's length). While others spend it
+//     too, its last request near the reset is left to them (see
+//     spentByOthers);
 //   - a log of recent requests gives back each request a window's length
 //     after it reached the server: what comes back before the stated reset
 //     is no more than what the key sent a window's length before (within a
 //     round trip). The key then keeps its own count: never more than Limit
 //     of its requests within a window's length and a round trip, whatever
-//     the order of the answers;
+//     the order of the answers. While others spend it too, it counts as
+//     many of theirs on their way as it has of its own, and an answer
+//     overtaken by a later one does not lower its count of theirs;
 //   - a bucket refills continuously: Remaining climbs back, before any
 //     reset, by more than a log would give back. Its Reset (the time until
 //     the bucket is full, or until its next token) says little: a client
@@ -112,6 +116,7 @@ const (
 	maxCounted  = 10000            // a quota of at most this many has our requests kept, to compare
 	minDepth    = 4                // a quota that holds fewer cannot show a reset apart from a refill
 	maxCounting = 10 * time.Second // and a window of at most this long, counted exactly
+	othersShown = 16               // Remaining fell by this many more than ours: others spend the quota
 )
 
 // wantsQuota reports whether the headers of the answer to admission adm
@@ -155,6 +160,10 @@ type told struct {
 	rolled     bool            // left is the limit a reset gave back, not a reading (see logBound)
 	rolledAt   time.Duration   // when the last reset passed
 	blindAdm   uint64          // admissions before the first reading after it
+	spanAt     time.Duration   // a reading to tell others' requests from; 0: none yet
+	spanRem    int             // what it said remained
+	spanAdm    uint64          // in the answer to this admission
+	othersSeen time.Duration   // when readings last showed others spending the quota; 0: never
 	logRefused bool            // the kind is a log because a window was refused after its reset
 	spread     time.Duration   // the last request admitted while spreading
 	lastAdm    uint64          // the latest admission answered
@@ -169,6 +178,7 @@ type told struct {
 	jit        time.Duration   // how much later one request may reach it than one sent after it
 	others     int64           // others' requests in the log at the last reading
 	othersAt   time.Duration   // when that was: all have left the log a window's length later
+	othersSet  time.Duration   // when a reading set others (see read)
 
 	shownKind string  // what EventPace last said
 	shownRate float64 //
@@ -273,7 +283,11 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		// What the log holds of others': all it holds, less ours that it
 		// may hold (those on their way may not be counted yet).
 		ours := int64(m.sentBetween(now-m.length()-m.rtt, now)) - inflight
-		m.others, m.othersAt = max(0, int64(m.limit-r)-ours), now
+		others := max(0, int64(m.limit-r)-ours)
+		if others >= m.others || now-m.othersSet >= 2*m.rtt || !m.sharedNow(now) {
+			m.others, m.othersSet = others, now
+		} // else, others spending it too, an answer that overtook a later one: the later one's count stands, for a round trip or two
+		m.othersAt = now
 	}
 	if (m.kind == kindWindow || m.kind == kindUnknown) && m.leftAt != 0 && adm > m.rollAdm &&
 		int64(r) > int64(m.left)+inflight+2 && int64(r)+inflight+2 >= int64(m.depth) {
@@ -296,6 +310,9 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 			m.blindAdm = admitted
 		}
 		m.left, m.leftAdm, m.leftAt, m.rolled = r, adm, now, false
+	}
+	if m.kind == kindWindow || m.kind == kindLog {
+		m.spentByOthers(now, r, adm)
 	}
 	if q.HasReset {
 		m.longest = max(m.longest, q.Reset)
@@ -405,12 +422,45 @@ func (m *told) tokens(now time.Duration, inflight int64) float64 {
 	case kindBucket:
 		return m.bucket(now)
 	case kindLog:
-		return m.exact(now, inflight) - float64(m.othersNow(now))
+		t := m.exact(now, inflight) - float64(m.othersNow(now))
+		if m.sharedNow(now) {
+			// Others spend it too, and have as many on their way as we
+			// have, as far as we know: not counted in any reading yet.
+			t -= float64(inflight)
+		}
+		return t
 	}
 	if m.logBound() {
 		return min(t-float64(inflight), m.exact(now, inflight))
 	}
 	return t - float64(inflight)
+}
+
+// spentByOthers notes whether others spend the quota, from a reading of r
+// in the answer to admission adm at now: Remaining fell since an earlier
+// reading by more than ours sent in between, by more than the order of
+// arrival explains. A window or a log gives back only at a reset, or as
+// requests age, which hides some of others' (never shows more); a sliding
+// counter, which looks like a log, gives back as its last window's weight
+// wanes: alone on it, a key sees none.
+func (m *told) spentByOthers(now time.Duration, r int, adm uint64) {
+	switch {
+	case m.spanAt == 0:
+		m.spanAt, m.spanRem, m.spanAdm = now, r, adm
+	case adm <= m.spanAdm:
+		return
+	case int64(m.spanRem-r)-int64(adm-m.spanAdm) > othersShown:
+		m.othersSeen = now
+	}
+	if now-m.spanAt >= max(minSpan, m.length()/4) {
+		m.spanAt, m.spanRem, m.spanAdm = now, r, adm
+	}
+}
+
+// sharedNow reports whether others were seen spending the quota within a
+// window's length of now.
+func (m *told) sharedNow(now time.Duration) bool {
+	return m.othersSeen != 0 && now-m.othersSeen < m.length()
 }
 
 // othersNow is how many of others' requests a log holds at now, as far as
@@ -477,6 +527,13 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 		// reset: a window's last requests must not be late for it, and a
 		// bucket shows its refill as well in half the time.
 		return max(now, m.spread+time.Duration(0.5*float64(m.resetAt-now)/t))
+	case t >= need && t < need+1 && m.kind == kindWindow && m.sharedNow(now) && m.resetAt > now &&
+		m.resetAt-now < m.length()/8:
+		// The window's last request, near its reset, while others spend
+		// it too: they may have sent it already, as far as the last
+		// reading knows, and a refusal here would pause the key past the
+		// next window (its wait is whole seconds). It waits for the reset.
+		return m.resetAt
 	case t >= need && ahead == 0 && m.kind == kindWindow && m.coarse && m.resetAt > now:
 		// A short window, told in whole seconds, is spread evenly over
 		// the time to its reset, not spent at once: another client that

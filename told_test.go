@@ -469,47 +469,65 @@ func TestBucketOfOneIsFoundOut(t *testing.T) {
 // other) stay under the shared quota together, paced by its headers: each
 // reading shows what the other spent (issue 9, point 4).
 func TestTwoTransportsShareAQuotaByItsHeaders(t *testing.T) {
-	tests := []struct {
-		name  string
-		limit throttletest.Limit
-		ietf  bool
-		ideal time.Duration // of the two halves together, 2,000 requests
-		slack float64
-		fair  bool // each gets a fair share: neither ends its job before the other has done most of its
-	}{
-		{"token-bucket/x-ratelimit", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}, false, 9900 * time.Millisecond, 1.25, false},
-		{"token-bucket/ietf", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}, true, 9900 * time.Millisecond, 1.25, false},
+	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}
+	log := throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}
+	window := throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}
+	tests := []sharedQuota{
+		// The first 32 requests go before either knows anything: a
+		// bucket of 20 refuses about 12 of them, and their whole-second
+		// Retry-After costs about a second; after that, none.
+		{"token-bucket/x-ratelimit", bucket, false, 9900 * time.Millisecond, 1.25, 16, false},
+		{"token-bucket/ietf", bucket, true, 9900 * time.Millisecond, 1.25, 16, false},
 		// A log of recent requests: each counts what the other holds of
 		// the log at its last reading, until a window's length after it
 		// (regression: counted for ever, they held a key with nothing on
 		// its way, so no reading to come, for ever once the other
-		// stopped). Not yet within the slack: see the README.
-		{"sliding-log/ietf", throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}, true, 9 * time.Second, 0, false},
-		{"sliding-log/x-ratelimit", throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}, false, 9 * time.Second, 0, false},
+		// stopped). Each seen to spend it, a key counts the other's
+		// requests on their way as many as its own, and a reading that
+		// an earlier one overtook does not lower what it counts of the
+		// other's (regression: two keys that woke together each sent
+		// what the log held, and drew 47-83 429s of 2,000). Not yet
+		// within the slack, nor the 0.8%: see the README.
+		{"sliding-log/ietf", log, true, 9 * time.Second, 0, 60, false},
+		{"sliding-log/x-ratelimit", log, false, 9 * time.Second, 0, 60, false},
 		// A fixed window told in whole seconds: each spreads its count
 		// over the time to the reset (regression: the one refused later
 		// woke, by its whole-second waits, at the same point of every
 		// window, after the other had spent it at its reset; refused at
-		// every wake, it gave up).
-		{"fixed-window/x-ratelimit", throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}, false, 19 * time.Second, 1.10, true},
-		{"fixed-window/ietf", throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}, true, 19 * time.Second, 1.10, true},
+		// every wake, it gave up). A window's last request, near its
+		// reset, is left to the other (regression: both sent it, and the
+		// one refused paused past the next window: 8-9 429s of 2,000).
+		// The 3 left are the first requests of the first window.
+		{"fixed-window/x-ratelimit", window, false, 19 * time.Second, 1.10, 6, true},
+		{"fixed-window/ietf", window, true, 19 * time.Second, 1.10, 6, true},
 	}
 	for _, tt := range tests {
 		for seed := range int64(4) {
 			t.Run(fmt.Sprint(tt.name, "/seed", seed), func(t *testing.T) {
-				twoTransportsShareAQuota(t, tt.limit, tt.ietf, seed, tt.ideal, tt.slack, tt.fair)
+				twoTransportsShareAQuota(t, tt, seed)
 			})
 		}
 	}
 }
 
+// A sharedQuota is a quota two transports share, told by its headers, and
+// what they must achieve.
+type sharedQuota struct {
+	name    string
+	limit   throttletest.Limit
+	ietf    bool          // told by IETF headers, not X-RateLimit-*
+	ideal   time.Duration // of the two halves together, 2,000 requests
+	slack   float64       // the most over the ideal; 0: any
+	refused int64         // the most 429s
+	fair    bool          // each gets a fair share: neither ends its job before the other has done most of its
+}
+
 // twoTransportsShareAQuota runs two jobs of 1,000 requests at once, each
-// through its own transport, on one key of the quota limit, told by its
-// headers (IETF or X-RateLimit), and checks that both end within two
-// minutes, and together within slack (0: any) of ideal, the ideal of both;
-// fair, that each gets a fair share: neither ends its job before the other
-// has done most of its.
-func twoTransportsShareAQuota(t *testing.T, limit throttletest.Limit, ietf bool, seed int64, ideal time.Duration, slack float64, fair bool) {
+// through its own transport, on one key of the quota q.limit, told by its
+// headers, and checks that both end within two minutes, and all that q
+// asks.
+func twoTransportsShareAQuota(t *testing.T, q sharedQuota, seed int64) {
+	limit, ietf, ideal, slack := q.limit, q.ietf, q.ideal, q.slack
 	synctest.Test(t, func(t *testing.T) {
 		api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{limit},
 			XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true}, seed))
@@ -553,15 +571,11 @@ func twoTransportsShareAQuota(t *testing.T, limit throttletest.Limit, ietf bool,
 		took, refused := time.Since(start), api.Stats().Total.Throttled
 		t.Logf("together took %v (ideal %v; each %v), %d refused", took, ideal, ended, refused)
 		assert.Zero(t, failed.Load(), "every request ends in a 200 within two minutes")
+		assert.LessOrEqual(t, refused, q.refused)
 		if slack > 0 {
-			// The first 32 requests go before either knows anything:
-			// a bucket of 20 refuses about 12 of them, and their
-			// whole-second Retry-After costs about a second; after
-			// that, none.
-			assert.LessOrEqual(t, refused, int64(16), "0.8% of 2,000")
 			assert.LessOrEqual(t, took.Seconds(), ideal.Seconds()*slack, "within %v× the ideal of both jobs", slack)
 		}
-		if fair {
+		if q.fair {
 			assert.GreaterOrEqual(t, min(ended[0], ended[1]).Seconds(), 0.7*took.Seconds(), "a fair share each")
 		}
 	})
