@@ -283,10 +283,13 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		// What the log holds of others': all it holds, less ours that it
 		// may hold (those on their way may not be counted yet).
 		ours := int64(m.sentBetween(now-m.length()-m.rtt, now)) - inflight
+		// Others spending it too, a reading that says they hold fewer
+		// within two round trips of one that said more is taken for an
+		// answer that overtook a later one: the later one's count stands.
 		others := max(0, int64(m.limit-r)-ours)
 		if others >= m.others || now-m.othersSet >= 2*m.rtt || !m.sharedNow(now) {
 			m.others, m.othersSet = others, now
-		} // else, others spending it too, an answer that overtook a later one: the later one's count stands, for a round trip or two
+		}
 		m.othersAt = now
 	}
 	if (m.kind == kindWindow || m.kind == kindUnknown) && m.leftAt != 0 && adm > m.rollAdm &&
