@@ -257,7 +257,7 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 	if q.Window > 0 {
 		m.period = q.Window
 	}
-	m.measure(now, r, inflight)
+	m.measure(now, r, inflight, admitted-m.rollAdm)
 	if m.kind == kindUnknown && accepted {
 		m.overTaken(now, r)
 	}

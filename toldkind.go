@@ -10,6 +10,8 @@ import "time"
 //
 //   - a jump back to about the limit across the stated reset, after a span
 //     that gave nothing back, shows a window;
+//   - across that reset, Remaining that a log of ours explains, far below
+//     a window back to whole, shows a log at once (see gaveBackAsALog);
 //   - a climb before the reset, no more than a log would have given back of
 //     ours, shows a log; more, a bucket, and its rate (a bucket full at
 //     both ends refills faster than the key takes: the rate is raised);
@@ -21,12 +23,23 @@ import "time"
 // A bucket's span whose climb is no more than the requests on their way at
 // its ends could make goes on to later answers, up to a second: far away,
 // those are about as many as the bucket holds.
-func (m *told) measure(now time.Duration, r int, inflight int64) {
+func (m *told) measure(now time.Duration, r int, inflight int64, since uint64) {
 	if m.markAt == 0 {
 		m.markAt, m.markRem, m.markAcc, m.markOut = now, r, m.acc, inflight
 		return
 	}
 	m.reads++
+	if m.passed && m.still && m.kind == kindUnknown && !m.sharedNow(now) && m.gaveBackAsALog(now, r, inflight, since) {
+		// Across a reset, after a span that gave nothing back: a window
+		// would be back to whole, less ours since; a log gives back only
+		// what it took a window's length before. The first answer after
+		// the reset tells, without waiting for a span (a log spread over
+		// its first window gives back as unevenly: every part of it
+		// known late is used late in every window that follows).
+		m.kind = kindLog
+		m.markAt, m.markRem, m.markAcc, m.markOut, m.reads, m.passed = now, r, m.acc, inflight, 0, false
+		return
+	}
 	dt := now - m.markAt
 	if dt < minSpan || m.reads < minReads {
 		return
@@ -89,6 +102,26 @@ func (m *told) measure(now time.Duration, r int, inflight int64) {
 		m.still = true
 	}
 	m.markAt, m.markRem, m.markAcc, m.markOut, m.reads, m.passed = now, r, m.acc, inflight, 0, false
+}
+
+// gaveBackAsALog reports whether Remaining, r, read at now with inflight of
+// ours on their way, since of ours admitted after the last reset, is what
+// a log of ours would hold, and far below what a window back to whole
+// would: no more than the limit less ours surely in the log (answered
+// within the window's length, a round trip from either end), no less
+// than the limit less ours that may be (sent within it and a round trip).
+// Others spending a window make it look lower; a bucket, higher.
+func (m *told) gaveBackAsALog(now time.Duration, r int, inflight int64, since uint64) bool {
+	p := m.length()
+	if p <= 0 || p > maxCounting || m.limit > maxCounted || since >= uint64(m.limit) {
+		return false
+	}
+	noise := m.markOut + inflight
+	held := int64(m.sentBetween(now-p-m.rtt, now))
+	surely := int64(m.answeredBetween(now-p+m.rtt, now-m.rtt))
+	lim := int64(m.limit)
+	return int64(r)+int64(since)+othersShown < lim && // not a window back to whole
+		int64(r)+noise+2 >= lim-held && int64(r) <= lim-surely+noise+2
 }
 
 // overTaken tells a bucket by what the server took of ours: more within a
