@@ -64,7 +64,16 @@ import (
 // time to the reset rather than sending it at once, so that a bucket shows
 // its refill, and a window is used evenly; once spent, one request tries an
 // eighth of the way to the reset, and what it finds tells a bucket or a log
-// from a window.
+// from a window. A reset stated in whole seconds is late by up to one (a
+// server's windows follow its clock, not the key's first request): a count
+// that comes back within that second, to half what the quota has held or
+// more, is taken for the reset, though others may have spent some of the
+// new window already; not twice within most of a window's length, as a
+// bucket that others spend climbs again and again. A log is not told from
+// a count that climbs no more than a log would give back unless it climbs
+// no less either, nor from a quota never seen to hold half its limit, as
+// a log does when first used (a bucket told by RateLimit-Policy's q per w
+// holds only its depth).
 //
 // A verdict the server's refusals contradict is overturned: a "window"
 // refused after its reset (which gives a window back whole) is counted as a
@@ -172,6 +181,7 @@ type told struct {
 	recurred   int             // refusal episodes of a bucket in a row, each soon after the one before (see retell)
 	raisedAt   time.Duration   // when probing last raised it
 	longest    time.Duration   // the longest reset seen: about a window's length
+	earlyAt    time.Duration   // when the count last came back before the reset known (see earlyReset)
 	sends      []time.Duration // our admissions over the last window length, oldest first
 	answers    []time.Duration // our accepted answers over the last window length, oldest first
 	rtt        time.Duration   // about the longest a request takes to reach the server
@@ -262,11 +272,14 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		m.overTaken(now, r)
 	}
 	if m.kind == kindUnknown && m.tested && accepted && adm > m.leftAdm && int64(r)+1 > int64(m.left)+inflight &&
-		(m.depth < minDepth || int64(r)+inflight+2 < int64(m.depth)) { // back to full: a reset, perhaps
+		(m.depth < minDepth || int64(r)+inflight+2 < int64(m.depth)) && // back to full: a reset, perhaps
+		!m.earlyReset(now, r, inflight) {
 		// The request that tried beyond the mirror was accepted: the
 		// quota gave back before its reset. No more than a log would
-		// have given back shows a log; more, a bucket.
-		if echo := m.echoes(m.leftAt, now); echo > 0 && int64(r)+1 <= int64(m.left)+inflight+int64(echo) {
+		// have given back shows a log; more, a bucket; so does a quota
+		// never seen to hold half its limit, as a log does when first
+		// used (see measure).
+		if echo := m.echoes(m.leftAt, now); echo > 0 && int64(r)+1 <= int64(m.left)+inflight+int64(echo) && m.depth >= m.limit/2 {
 			m.kind = kindLog
 		} else {
 			m.kind, m.rate = kindBucket, float64(r-m.left+1)/(now-m.leftAt).Seconds()
@@ -292,12 +305,19 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		}
 		m.othersAt = now
 	}
-	if (m.kind == kindWindow || m.kind == kindUnknown) && m.leftAt != 0 && adm > m.rollAdm &&
-		int64(r) > int64(m.left)+inflight+2 && int64(r)+inflight+2 >= int64(m.depth) {
+	if early := m.earlyReset(now, r, inflight); (m.kind == kindWindow || m.kind == kindUnknown) && m.leftAt != 0 && adm > max(m.rollAdm, m.leftAdm) &&
+		int64(r) > int64(m.left)+inflight+2 && (int64(r)+inflight+2 >= int64(m.depth) || early) {
 		// The count came back before the reset the key knew of: that one
 		// was known late (whole seconds are late by up to one), and has
-		// passed. This answer's reset is the next.
+		// passed. This answer's reset is the next. Others may have spent
+		// some of the new window already: a count that comes back within
+		// the second its reset was known to, to half the most it held or
+		// more, is taken for the reset (see earlyReset).
 		m.resetAt, m.left, m.leftAdm, m.leftAt, m.tested, m.rolled = 0, r, adm, now, false, false
+		if early {
+			m.markAt = 0 // a span across it would show a bucket's climb
+		}
+		m.earlyAt = now
 	}
 	switch {
 	case m.leftAt == 0,
@@ -328,6 +348,19 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 			m.resetAt = at // the tightest: a reset rounded up is late by less than a second
 		}
 	}
+}
+
+// earlyReset reports whether Remaining, r, read at now with inflight of
+// ours on their way, may show a window's reset, stated in whole seconds,
+// passed before the time the key knew of (it is late by up to a second),
+// though others may have spent some of the new window already: at least
+// half the most it held. Not twice within most of a window's length: a
+// bucket that others spend as fast as it refills climbs again and again,
+// and seldom half way at once.
+func (m *told) earlyReset(now time.Duration, r int, inflight int64) bool {
+	return m.coarse && m.resetAt > now && m.resetAt-now < time.Second &&
+		m.depth >= minDepth && int64(r)+inflight >= int64(m.depth/2) &&
+		(m.earlyAt == 0 || now-m.earlyAt >= m.length()*3/4)
 }
 
 // unread records the answer to admission adm, of n units, at now, that

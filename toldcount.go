@@ -44,6 +44,17 @@ func (m *told) echoes(from, to time.Duration) int {
 	return m.sentBetween(from-p-m.rtt, to-p+m.rtt)
 }
 
+// surelyEchoed is the least a log of recent requests has given back of
+// ours between from and to: what reached it a window's length before,
+// whenever within a round trip of its sending.
+func (m *told) surelyEchoed(from, to time.Duration) int {
+	p := m.length()
+	if p <= 0 {
+		return 0
+	}
+	return m.sentBetween(from-p, to-p-m.rtt)
+}
+
 // exact is what a log of limit per window length surely holds at now, with
 // inflight of our requests on their way: the limit less those, and less
 // ours answered within a window's length. The server counted each before

@@ -68,12 +68,25 @@ func (m *told) measure(now time.Duration, r int, inflight int64, since uint64) {
 	case m.passed && m.still && back >= int64(m.limit/2) && m.kind == kindUnknown:
 		m.kind = kindWindow // nothing back before the reset, everything at it
 	case m.passed:
-	case back > noise && back <= noise+echo && m.kind != kindLog:
-		m.kind = kindLog // back before the reset, no more than a log would give
+	case back > noise && back <= noise+echo && m.kind != kindLog &&
+		back+noise+2 >= int64(m.surelyEchoed(m.markAt, now)) && m.depth >= m.limit/2:
+		// Back before the reset, no more than a log would give, nor less
+		// (a bucket that others spend most of climbs slowly too), of a
+		// quota once seen to hold half its limit or more, as a log does
+		// when first used (a bucket told by its rate, RateLimit-Policy's
+		// q per w, holds only its depth: taken for a log, it was held to
+		// its depth per window).
+		m.kind = kindLog
 	case m.kind == kindWindow:
 		// Told apart once: a span that crossed a reset the key placed
 		// late (resets in whole seconds are known to within a second)
 		// would look like a climb.
+	case back > noise+echo && m.kind == kindUnknown && m.earlyReset(now, r, inflight):
+		// A climb to half the most it held or more, within the second a
+		// reset in whole seconds was known to: a window's reset, early,
+		// that others spent some of already, perhaps (read takes it so).
+		// Only what follows tells: a bucket climbs again within the
+		// window's length.
 	case back > noise+echo && !full && m.kind != kindLog:
 		m.kind = kindBucket // a climb, below the limit
 		m.rate = float64(back) / dt.Seconds()
