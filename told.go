@@ -60,11 +60,13 @@ import (
 // than Remaining before the reset, and, told only by X-RateLimit-*, no more
 // after it than a log of recent requests would hold. When the reset is a
 // second or two away, stated in whole seconds (a short window, a log, or a
-// bucket: the headers cannot tell), it spreads what remains over half the
-// time to the reset rather than sending it at once, so that a bucket shows
-// its refill, and a window is used evenly; once spent, one request tries an
-// eighth of the way to the reset, and what it finds tells a bucket or a log
-// from a window. A reset stated in whole seconds is late by up to one (a
+// bucket: the headers cannot tell), it spreads what remains evenly over the
+// first half of the window rather than sending it at once, so that a bucket
+// shows its refill, and a window is used evenly (others seen spending it
+// too, over half the time that remains, again and again). Once spent, if
+// the spread showed something given back, or others spend it, one request
+// tries an eighth of the way to the reset, and what it finds tells a bucket
+// or a log from a window; else the key waits for the reset. A reset stated in whole seconds is late by up to one (a
 // server's windows follow its clock, not the key's first request): a count
 // that comes back within that second, to half what the quota has held or
 // more, is taken for the reset, though others may have spent some of the
@@ -334,7 +336,7 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		}
 		m.left, m.leftAdm, m.leftAt, m.rolled = r, adm, now, false
 	}
-	if m.kind == kindWindow || m.kind == kindLog {
+	if m.kind != kindBucket {
 		m.spentByOthers(now, r, adm)
 	}
 	if q.HasReset {
@@ -478,7 +480,8 @@ func (m *told) tokens(now time.Duration, inflight int64) float64 {
 // arrival explains. A window or a log gives back only at a reset, or as
 // requests age, which hides some of others' (never shows more); a sliding
 // counter, which looks like a log, gives back as its last window's weight
-// wanes: alone on it, a key sees none.
+// wanes: alone on it, a key sees none. Not read of a bucket, which gives
+// back all the time.
 func (m *told) spentByOthers(now time.Duration, r int, adm uint64) {
 	switch {
 	case m.spanAt == 0:
@@ -539,8 +542,12 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 	}
 	need := float64(ahead + max(1, n))
 	switch {
-	case m.kind == kindLog:
-		need++ // a token held back: a request that reaches the server late
+	case m.kind == kindLog && m.sharedNow(now):
+		// A token held back: others' requests on their way, which no
+		// reading has counted yet. Alone, the key's count of its own is
+		// exact (each until a window's length after its answer), and a
+		// token held back would leave one of each window unused.
+		need++
 	case m.kind == kindBucket:
 		// Tokens held back: requests that arrive out of order (what the
 		// pace sends within the jitter the key sees, as a configured
@@ -558,11 +565,20 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 	}
 	t := m.tokens(now, inflight)
 	switch {
-	case t >= need && ahead == 0 && m.kind == kindUnknown && m.coarse && m.resetAt > now:
-		// Spread what is left over the first half of the time to the
-		// reset: a window's last requests must not be late for it, and a
-		// bucket shows its refill as well in half the time.
+	case t >= need && ahead == 0 && m.kind == kindUnknown && m.coarse && m.resetAt > now && m.sharedNow(now):
+		// Others spend it too: what is left goes over half the time that
+		// remains, again and again, to the reset, so that the last of it
+		// finds what the others left.
 		return max(now, m.spread+time.Duration(0.5*float64(m.resetAt-now)/t))
+	case t >= need && ahead == 0 && m.kind == kindUnknown && m.coarse && m.resetAt > now:
+		// Spread what is left evenly over the first half of the window
+		// (the time to the reset less half the longest reset seen): a
+		// window's last requests must not be late for it, a bucket shows
+		// its refill as well in half the time, and a log gives back as it
+		// was sent, in every window after, so a spread longer than need
+		// be costs a log's job that much at its end.
+		r := m.resetAt - now
+		return max(now, m.spread+time.Duration(float64(max(r-m.length()/2, r/8))/t))
 	case t >= need && t < need+1 && m.kind == kindWindow && m.sharedNow(now) && m.resetAt > now &&
 		m.resetAt-now < m.length()/8:
 		// The window's last request, near its reset, while others spend
@@ -597,11 +613,17 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 	case m.kind == kindBucket:
 		return now // one request at a time reads it again
 	case m.resetAt > now && ahead == 0 && m.kind == kindUnknown && m.coarse && !m.tested &&
-		m.resetAt-m.leftAt >= coarseWait/8:
+		(!m.still || m.rollAdm > 0 || m.sharedNow(now)) && m.resetAt-m.leftAt >= coarseWait/8:
 		// Spent, and the headers cannot tell a short window from a
 		// bucket, or a log of requests that gives back as they age: one
 		// request tries an eighth of the way to the reset. Refused, it
-		// costs one 429, and the pause it brings lasts to the reset.
+		// costs one 429, and the pause it brings lasts to the reset. Not
+		// in the first window when the spread showed nothing given back,
+		// alone: a bucket would have climbed, and a window, a log or a
+		// sliding counter gives back nothing before the first reset
+		// (refused, the try paused the key a whole second past a reset
+		// half that away); after it, a log or a counter gives back
+		// before the next.
 		return max(now, m.leftAt+(m.resetAt-m.leftAt)/8)
 	case m.resetAt > now:
 		return m.resetAt

@@ -58,9 +58,12 @@ func TestPacesFromQuotaHeaders(t *testing.T) {
 		// A log of requests gives back what was sent a second before: the
 		// first second, spread while the key cannot yet tell a log from a
 		// bucket, echoes on (9 s is the ideal of sending the first 200 at
-		// once).
-		{"sliding-log/x-ratelimit", log, false, 0, 9 * time.Second, 1.2},
-		{"sliding-log/ietf", log, true, 0, 9 * time.Second, 1.2},
+		// once). Spread over its first half second, it costs half a
+		// second (regression: spread to the reset, again and again, over
+		// nearly all of the first second, and a token held back, which
+		// left one of each window's 200 unused: 10.0 s).
+		{"sliding-log/x-ratelimit", log, false, 0, 9 * time.Second, 1.09},
+		{"sliding-log/ietf", log, true, 0, 9 * time.Second, 1.09},
 		{"hourly-window", throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 5000, Per: time.Hour}, false, 0, 125 * time.Millisecond, 1.05},
 		// Requests that reach the server out of order, and answers that
 		// overtake one another: up to 5 ms each way.
