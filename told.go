@@ -63,19 +63,22 @@ import (
 // bucket: the headers cannot tell), it spreads what remains evenly over the
 // first half of the window rather than sending it at once, so that a bucket
 // shows its refill, and a window is used evenly (others seen spending it
-// too, over half the time that remains, again and again). Once spent, if
-// the spread showed something given back, or others spend it, one request
-// tries an eighth of the way to the reset, and what it finds tells a bucket
-// or a log from a window; else the key waits for the reset. A reset stated in whole seconds is late by up to one (a
-// server's windows follow its clock, not the key's first request): a count
-// that comes back within that second, to half what the quota has held or
-// more, is taken for the reset, though others may have spent some of the
-// new window already; not twice within most of a window's length, as a
-// bucket that others spend climbs again and again. A log is not told from
-// a count that climbs no more than a log would give back unless it climbs
-// no less either, nor from a quota never seen to hold half its limit, as
-// a log does when first used (a bucket told by RateLimit-Policy's q per w
-// holds only its depth).
+// too, over half the time that remains, again and again). Once spent, one
+// request tries an eighth of the way to the reset, and what it finds tells
+// a bucket or a log from a window; but in the first window, when the
+// spread showed nothing given back and no others are seen, the key waits
+// for the reset (a bucket would have climbed).
+//
+// A reset stated in whole seconds is late by up to one (a server's windows
+// follow its clock, not the key's first request): a count that comes back
+// within that second, to half what the quota has held or more, is taken
+// for the reset, though others may have spent some of the new window
+// already; not twice within most of a window's length, as a bucket that
+// others spend climbs again and again. A log is not told from a count that
+// climbs no more than a log would give back unless it climbs no less
+// either, nor from a quota never seen to hold half its limit, as a log
+// does when first used (a bucket told by RateLimit-Policy's q per w holds
+// only its depth).
 //
 // A verdict the server's refusals contradict is overturned: a "window"
 // refused after its reset (which gives a window back whole) is counted as a

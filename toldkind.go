@@ -16,7 +16,9 @@ import "time"
 //     ours, shows a log; more, a bucket, and its rate (a bucket full at
 //     both ends refills faster than the key takes: the rate is raised);
 //   - a climb back to full in one span shows nothing yet: a bucket that
-//     refilled, or a window's reset known late (whole seconds);
+//     refilled, or a window's reset known late (whole seconds); nor does a
+//     climb to half what it held or more within the second a reset in
+//     whole seconds was known to (see earlyReset);
 //   - a bucket that gave nothing back is spent by others as fast as it
 //     refills.
 //
