@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // keyState is everything the transport knows about one partition key. Its
@@ -22,7 +20,7 @@ type keyState struct {
 	pol *policy
 
 	mu         sync.Mutex
-	lim        *rate.Limiter // nil: unpaced (a pace may be learned, see adapt.go)
+	lim        *bucket       // nil: unpaced (a pace may be learned, see adapt.go)
 	limAt      time.Duration // the latest time lim was used at, from the epoch: its clock never goes back
 	wins       []windowLog
 	head, tail *waiter // the line
