@@ -22,6 +22,7 @@ type keyState struct {
 	mu         sync.Mutex
 	lim        *bucket       // nil: unpaced (a pace may be learned, see adapt.go)
 	limAt      time.Duration // the latest time lim was used at, from the epoch: its clock never goes back
+	timedAt    time.Duration // the last admission whose answer is timed, from the epoch
 	wins       []windowLog
 	head, tail *waiter // the line
 	admitted   uint64  // units admitted so far, each attempt its cost (see Cost) and corrections up (see WithCost): a ticket's number is its last unit's
@@ -260,6 +261,9 @@ func (ks *keyState) enter(tk *ticket, now time.Time, mono time.Duration, retry b
 	ks.admitted += uint64(cost)
 	ks.stats.Attempts++
 	tk.adm, tk.cost, tk.sent, tk.mono = ks.admitted, int32(cost), now, mono
+	if ks.tr != nil || len(ks.wins) > 0 || ks.lat.samples < minSamples || mono-ks.timedAt >= sampleEvery {
+		tk.timed, ks.timedAt = true, mono
+	}
 	if !retry {
 		ks.budget.first(mono)
 	}

@@ -317,6 +317,9 @@ func (ks *keyState) answered(tk *ticket, units int, response bool, now time.Time
 	if !response {
 		return
 	}
+	if !tk.timed {
+		return // no round trip measured (see answeredAt)
+	}
 	ks.lat.observe(rtt)
 	if ks.lim == nil || ks.pol.Queue > 0 || ks.learned() {
 		return

@@ -120,6 +120,7 @@ type ticket struct {
 	sent   time.Time     // when it was admitted
 	mono   time.Duration // the same, from the transport's epoch
 	probe  bool          // the first attempt after a pause
+	timed  bool          // its answer's time is read, not taken for its admission's (see answeredAt)
 	slot   bool          // holds one of the key's MaxInFlight slots
 	cost   int32         // the units it was charged: adm is the last of them
 	waited time.Duration // time spent waiting for the turn

@@ -313,6 +313,12 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	o.h.figure, o.h.figured = int32(fig.n), fig.ok
 	ks := r.ks
 	ks.mu.Lock()
+	if !tk.timed && (ks.tr != nil || len(ks.wins) > 0) {
+		// Trouble came, or a window, since the attempt went: its answer's
+		// time counts (see answeredAt).
+		tk.timed = true
+		o.now, mono = r.t.now()
+	}
 	pause := o.delay
 	if o.h.throttled() && o.h.hasWait && o.h.wait > 0 {
 		// The key pauses for what the server asked; the refused request
@@ -365,14 +371,22 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 // tk, and that from the epoch. A plain answer's is read from the monotonic
 // clock alone, as its admission's plus the time since (see Transport.now):
 // it goes no further than the key's arithmetic (no signal, so no pause; not
-// retried). Any other answer reads time.Now: its headers may hold a date
-// (wants: its quota headers are read), a retry is compared with the
+// retried). Unless the attempt is timed (see keyState.enter), it is taken
+// for its admission's, with no clock read: a key without windows and never
+// in trouble needs it only to sample its round trips (see sampleEvery).
+// Any other answer reads time.Now, and is timed: its headers may hold a
+// date (wants: its quota headers are read), a retry is compared with the
 // context's deadline.
 func (r *request) answeredAt(tk *ticket, resp *http.Response, wants bool) (time.Time, time.Duration) {
-	if resp != nil && resp.StatusCode < 400 && !wants && !r.asksUser() {
+	switch {
+	case resp == nil || resp.StatusCode >= 400 || wants || r.asksUser():
+	case !tk.timed:
+		return tk.sent, tk.mono
+	default:
 		d := time.Since(tk.sent)
 		return tk.sent.Add(d), tk.mono + d
 	}
+	tk.timed = true
 	now := time.Now()
 	return now, r.t.since(now)
 }
