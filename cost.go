@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // This file holds what a request's cost changes beyond the pacer's
@@ -141,10 +143,11 @@ func (t *Transport) correct(ks *keyState, tk ticket, n int, now time.Time) int {
 }
 
 // giveTokens gives n tokens back to lim at now, up to what it holds. A
-// reservation of -n tokens does it, as x/time/rate's does: it adds them
-// (the bucket caps its tokens at its depth when next it counts them), and
-// nothing else of the bucket moves.
-func giveTokens(lim *bucket, now time.Time, n int) {
+// reservation of -n tokens is what x/time/rate offers for it: it adds them
+// (the limiter caps its tokens at its depth when next it counts them), and
+// nothing else of the limiter moves. (Reservation.Cancel gives back a
+// whole reservation, and only before its time.)
+func giveTokens(lim *rate.Limiter, now time.Time, n int) {
 	if n > 0 {
 		lim.ReserveN(now, -n)
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // keyState is everything the transport knows about one partition key. Its
@@ -20,7 +22,7 @@ type keyState struct {
 	pol *policy
 
 	mu         sync.Mutex
-	lim        *bucket       // nil: unpaced (a pace may be learned, see adapt.go)
+	lim        *rate.Limiter // nil: unpaced (a pace may be learned, see adapt.go)
 	limAt      time.Duration // the latest time lim was used at, from the epoch: its clock never goes back
 	timedAt    time.Duration // the last admission whose answer is timed, from the epoch
 	wins       []windowLog

@@ -222,7 +222,7 @@ func (ks *keyState) startLearning(now time.Time, at, wait time.Duration, run int
 		return
 	}
 	r := clampRate(rate.Limit(float64(run) / (at - from + wait).Seconds()))
-	ks.lim = newBucket(r, learnedBurst)
+	ks.lim = rate.NewLimiter(r, learnedBurst)
 	ks.lim.AllowN(now, learnedBurst) // the server's count is at its limit: the next waits its turn
 	ks.rarely().learn = learner{on: true, edge: true, first: true, mode: modeGrow,
 		lo: r, hi: fastestRate, tested: r, low: r,

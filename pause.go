@@ -228,7 +228,7 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 
 // pace is the key's pacer's rate now; 0 without one. Only trouble moves a
 // pace (adapt.go, learn.go): a key that never met any paces at its Policy's
-// Rate.
+// Rate, which is read without the pacer's lock.
 func (ks *keyState) pace() rate.Limit {
 	switch {
 	case ks.lim == nil:
@@ -298,7 +298,7 @@ func (ks *keyState) collision(h hint) bool {
 // clock returns now (mono from the epoch), or the latest time the limiter
 // was used at if that is later: now was read before the lock, another
 // attempt may have used the limiter since, and its clock must not go back
-// (the bucket, as x/time/rate's, would count the time between twice).
+// (x/time/rate would count the time between twice).
 func (ks *keyState) clock(now time.Time, mono time.Duration) (time.Time, time.Duration) {
 	if ks.limAt > mono {
 		return now.Add(ks.limAt - mono), ks.limAt
@@ -340,7 +340,7 @@ func (ks *keyState) answered(tk *ticket, units int, response bool, now time.Time
 
 // takeTokens takes n tokens from lim at now in one reservation, which may
 // leave it owing: the depth is raised for the reservation if n exceeds it.
-func takeTokens(lim *bucket, now time.Time, n int) {
+func takeTokens(lim *rate.Limiter, now time.Time, n int) {
 	if n <= 0 {
 		return
 	}
