@@ -10,9 +10,9 @@ import (
 )
 
 // A key that sends faster than one request a millisecond times the answer
-// to one a millisecond, after its first minSamples, not every answer:
-// reading the clock is a fifth of what throttle adds to a paced request. Its
-// round trips are learned as well: each sample is one. A key with windows
+// to one a millisecond, after its first minSamples, not every answer (the
+// clock read was about a sixth of what throttle added to a paced request).
+// Its round trips are learned as well: each sample is one. A key with windows
 // times every answer: they count each request until its answer.
 func TestRoundTripsAreSampledEveryMillisecond(t *testing.T) {
 	const rtt = 100 * time.Microsecond
