@@ -1,6 +1,7 @@
 package throttle_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -517,8 +518,8 @@ func TestTwoTransportsShareAQuotaByItsHeaders(t *testing.T) {
 		// The first 32 requests go before either knows anything: a
 		// bucket of 20 refuses about 12 of them, and their whole-second
 		// Retry-After costs about a second; after that, none.
-		{"token-bucket/x-ratelimit", bucket, false, 9900 * time.Millisecond, 1.25, 16, false, 0, nil},
-		{"token-bucket/ietf", bucket, true, 9900 * time.Millisecond, 1.25, 16, false, 0, nil},
+		{name: "token-bucket/x-ratelimit", limit: bucket, ideal: 9900 * time.Millisecond, slack: 1.25, refused: 16},
+		{name: "token-bucket/ietf", limit: bucket, ietf: true, ideal: 9900 * time.Millisecond, slack: 1.25, refused: 16},
 		// A log of recent requests: each counts what the other holds of
 		// the log at its last reading, until a window's length after it
 		// (regression: counted for ever, they held a key with nothing on
@@ -529,8 +530,8 @@ func TestTwoTransportsShareAQuotaByItsHeaders(t *testing.T) {
 		// other's (regression: two keys that woke together each sent
 		// what the log held, and drew 47-83 429s of 2,000). Not yet
 		// within the slack, nor the 0.8%: see the README.
-		{"sliding-log/ietf", log, true, 9 * time.Second, 0, 60, false, 0, nil},
-		{"sliding-log/x-ratelimit", log, false, 9 * time.Second, 0, 60, false, 0, nil},
+		{name: "sliding-log/ietf", limit: log, ietf: true, ideal: 9 * time.Second, refused: 60},
+		{name: "sliding-log/x-ratelimit", limit: log, ideal: 9 * time.Second, refused: 60},
 		// A fixed window told in whole seconds: each spreads its count
 		// over the time to the reset (regression: the one refused later
 		// woke, by its whole-second waits, at the same point of every
@@ -539,8 +540,8 @@ func TestTwoTransportsShareAQuotaByItsHeaders(t *testing.T) {
 		// reset, is left to the other (regression: both sent it, and the
 		// one refused paused past the next window: 8-9 429s of 2,000).
 		// The 3 left are the first requests of the first window.
-		{"fixed-window/x-ratelimit", window, false, 19 * time.Second, 1.10, 6, true, 0, nil},
-		{"fixed-window/ietf", window, true, 19 * time.Second, 1.10, 6, true, 0, nil},
+		{name: "fixed-window/x-ratelimit", limit: window, ideal: 19 * time.Second, slack: 1.10, refused: 6, fair: true},
+		{name: "fixed-window/ietf", limit: window, ietf: true, ideal: 19 * time.Second, slack: 1.10, refused: 6, fair: true},
 	}
 	for _, tt := range tests {
 		for seed := range int64(4) {
@@ -626,11 +627,14 @@ type sharedQuota struct {
 	name    string
 	limit   throttletest.Limit
 	ietf    bool          // told by IETF headers, not X-RateLimit-*
-	ideal   time.Duration // of the two halves together, 2,000 requests
+	none    bool          // told by no quota headers: 429s and their Retry-After alone
+	ideal   time.Duration // of the two jobs together
 	slack   float64       // the most over the ideal; 0: any
 	refused int64         // the most 429s
 	fair    bool          // each gets a fair share: neither ends its job before the other has done most of its
 	late    time.Duration // how far into the server's window the jobs start
+	records int           // each job's; 0: 1,000
+	workers int           // each job's; 0: 16
 	opts    []throttle.Option
 }
 
@@ -664,13 +668,15 @@ func (r sharedRun) fair() bool {
 	return min(r.ended[0], r.ended[1]).Seconds() >= 0.7*r.took.Seconds()
 }
 
-// runSharedQuota runs two jobs of 1,000 requests at once, each through its
-// own transport, on one key of the quota q.limit, told by its headers,
-// q.late into the server's window, for two minutes at most.
+// runSharedQuota runs two jobs of q.records requests (1,000) at once, each
+// through its own transport with q.workers workers (16), on one key of the
+// quota q.limit, told by its headers (unless q.none), q.late into the
+// server's window, for two minutes at most.
 func runSharedQuota(t *testing.T, q sharedQuota, seed int64) (r sharedRun) {
+	records, workers := cmp.Or(q.records, 1000), cmp.Or(q.workers, 16)
 	synctest.Test(t, func(t *testing.T) {
 		api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{q.limit},
-			XRateLimit: !q.ietf, IETF: q.ietf, HeadersOnSuccess: true}, seed))
+			XRateLimit: !q.ietf && !q.none, IETF: q.ietf && !q.none, HeadersOnSuccess: !q.none}, seed))
 		time.Sleep(q.late)
 		a, b := throttle.New(api, q.opts...), throttle.New(api, q.opts...)
 		defer a.Close()
@@ -682,9 +688,9 @@ func runSharedQuota(t *testing.T, q sharedQuota, seed int64) (r sharedRun) {
 		var failed atomic.Int64
 		for i, rt := range []*throttle.Transport{a, b} {
 			next := make(chan int)
-			var workers sync.WaitGroup
-			for range 16 {
-				workers.Go(func() {
+			var jobs sync.WaitGroup
+			for range workers {
+				jobs.Go(func() {
 					for n := range next {
 						req := newReq(t, ctx, http.MethodPut, fmt.Sprint("http://api.test/", i, "/", n))
 						req.Header.Set("X-API-Key", "k")
@@ -699,11 +705,11 @@ func runSharedQuota(t *testing.T, q sharedQuota, seed int64) (r sharedRun) {
 				})
 			}
 			wg.Go(func() {
-				for n := range 1000 {
+				for n := range records {
 					next <- n
 				}
 				close(next)
-				workers.Wait()
+				jobs.Wait()
 				r.ended[i] = time.Since(start)
 			})
 		}

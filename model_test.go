@@ -1,0 +1,90 @@
+package throttle_test
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/throttlehttp/throttle/throttletest"
+)
+
+// TestModel is the synctest model of two processes on one API key, which
+// the README and the notes quote: two transports, neither told of the
+// other, each with half of a job of 4,000 records and half of 16 workers,
+// as bench/cmd/e2e's two-process rows, on each kind of quota, told by each
+// form of quota headers and by none, over many seeds. It runs only when
+// asked, for it measures rather than checks (it checks only that every
+// record was uploaded), and prints one line a run in the benchmark format
+// (the time over the ideal, the 429s, and when the first job ended over
+// the whole: 1 when both ended together), so that two versions compare
+// with benchstat; the log has each scenario's mean, 90th percentile and
+// worst, and how many runs gave each job a fair share:
+//
+//	THROTTLE_MODEL=400 go test -run TestModel -v . | grep ^BenchmarkModel > new.txt
+//	go run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da old.txt new.txt
+//
+// THROTTLE_MODEL is the runs of each scenario (seeds 0 to N-1), and
+// THROTTLE_MODEL_ONLY, if set, keeps the scenarios whose names hold it. A
+// run takes about 20 ms. Runs of one seed differ from one execution to the
+// next (the goroutines' order), and a few in a hundred go far worse than
+// the rest: compare hundreds of runs, not tens.
+func TestModel(t *testing.T) {
+	runs, _ := strconv.Atoi(os.Getenv("THROTTLE_MODEL"))
+	if runs <= 0 {
+		t.Skip("THROTTLE_MODEL=N runs each scenario N times")
+	}
+	only := os.Getenv("THROTTLE_MODEL_ONLY")
+	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}
+	window := throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}
+	log := throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}
+	quotas := []struct {
+		name  string
+		limit throttletest.Limit
+		ideal time.Duration // of 4,000 records: the first burst or window at once, the rest at the rate
+	}{
+		{"bucket", bucket, 19900 * time.Millisecond},
+		{"window", window, 39 * time.Second},
+		{"log", log, 19 * time.Second},
+	}
+	for _, quota := range quotas {
+		for _, told := range []string{"xrl", "ietf", "none"} {
+			name := quota.name + "-" + told
+			if !strings.Contains(name, only) {
+				continue
+			}
+			q := sharedQuota{name: name, limit: quota.limit, ietf: told == "ietf", none: told == "none",
+				ideal: quota.ideal, records: 2000, workers: 8}
+			t.Run(name, func(t *testing.T) {
+				var took []float64
+				var refused int64
+				fair := 0
+				for seed := range int64(runs) {
+					var r sharedRun
+					t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+						r = runSharedQuota(t, q, seed)
+						assert.Zero(t, r.failed, "every record uploaded")
+					})
+					x, first := r.took.Seconds()/q.ideal.Seconds(), min(r.ended[0], r.ended[1]).Seconds()/r.took.Seconds()
+					fmt.Printf("BenchmarkModel/%s 1 %.4f x-ideal %d 429s %.4f first-end/whole\n", name, x, r.refused, first)
+					took, refused = append(took, x), refused+r.refused
+					if r.fair() {
+						fair++
+					}
+				}
+				slices.Sort(took)
+				var sum float64
+				for _, x := range took {
+					sum += x
+				}
+				t.Logf("%s: mean %.3fx the ideal, p90 %.3fx, worst %.3fx; %.1f 429s a run; %d of %d fair",
+					name, sum/float64(runs), took[runs*9/10], took[runs-1], float64(refused)/float64(runs), fair, runs)
+			})
+		}
+	}
+}
