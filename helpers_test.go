@@ -129,3 +129,11 @@ func nearby(cfg throttletest.Config, seed int64) throttletest.Config {
 	cfg.ArrivalJitter, cfg.Latency, cfg.LatencyJitter, cfg.Seed = 2*time.Millisecond, time.Millisecond, 2*time.Millisecond, seed
 	return cfg
 }
+
+// The quotas of issue 9's rows (bench/cmd/e2e): a token bucket of 200/s,
+// burst 20; a fixed window of 100 a second; a sliding log of 200 a second.
+var (
+	quotaBucket = throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}
+	quotaWindow = throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}
+	quotaLog    = throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}
+)

@@ -34,9 +34,7 @@ func latent(api *throttletest.API, latency time.Duration) rtFunc {
 // server sends on every answer, at the quota's full speed and without
 // refusals, for every kind of quota (issue 9, points 1 and 2).
 func TestPacesFromQuotaHeaders(t *testing.T) {
-	window := throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}
-	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}
-	log := throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}
+	window, bucket, log := quotaWindow, quotaBucket, quotaLog
 	counter := throttletest.Limit{Algorithm: throttletest.SlidingCounter, N: 200, Per: time.Second}
 	tests := []struct {
 		name   string
@@ -511,9 +509,7 @@ func TestBucketOfOneIsFoundOut(t *testing.T) {
 // other) stay under the shared quota together, paced by its headers: each
 // reading shows what the other spent (issue 9, point 4).
 func TestTwoTransportsShareAQuotaByItsHeaders(t *testing.T) {
-	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}
-	log := throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}
-	window := throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}
+	bucket, log, window := quotaBucket, quotaLog, quotaWindow
 	tests := []sharedQuota{
 		// The first 32 requests go before either knows anything: a
 		// bucket of 20 refuses about 12 of them, and their whole-second
