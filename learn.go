@@ -17,8 +17,10 @@ import (
 //
 //  1. First guess. The key's first refusal pauses it and gives it a pace:
 //     the answers the server accepted before, over the time from the first
-//     answer to the end of the Retry-After. A wait of a second or more may
-//     be rounded up to whole seconds by up to one, so the key pauses only
+//     answer to the end of the Retry-After. A wait stated in whole seconds
+//     (delay-seconds; a date, which rounds up to the server's next whole
+//     second however short the wait; a reset of a second or more) may be
+//     late by up to one, so the key pauses only
 //     for what surely remains and peeks into the last second: one request
 //     1/8 s in, then, each time the peek is refused, one twice as far from
 //     its refusal, until the wait first asked for has passed (the refused
@@ -242,19 +244,22 @@ func (ks *keyState) unlearn() {
 }
 
 // peek is how long a learning key pauses after a refusal at at that asks
-// for wait, when a pause begins or a peek is refused (rules 1 and 4): a wait of a second
-// or more may be rounded up to whole seconds by up to one, so the key pauses
-// for what surely remains and peeks into the last second, 1/8 s in, then
-// twice as far each time the peek is refused, until the wait first asked
-// for has passed. A shorter wait is taken as exact. A refusal that asks for
-// a later end than the pause's begins the peeks again from there.
-func (ks *keyState) peek(at, wait time.Duration) time.Duration {
+// for wait, when a pause begins or a peek is refused (rules 1 and 4): a wait
+// stated in whole seconds (whole: delay-seconds, an HTTP-date, a reset of a
+// second or more; or none stated) may be rounded up by up to one, so the
+// key pauses for what surely remains and peeks into the last second, 1/8 s
+// in, then twice as far each time the peek is refused, until the wait first
+// asked for has passed. A date rounds up whatever the wait: 0.98 s to the
+// next whole second may be a bucket's next token, due at once, or a
+// window's reset. A wait stated finer is taken as exact. A refusal that
+// asks for a later end than the pause's begins the peeks again from there.
+func (ks *keyState) peek(at, wait time.Duration, whole bool) time.Duration {
 	l := ks.learning()
 	switch {
-	case wait >= time.Second && (l.peekStep == 0 || at+wait > l.peekEnd+time.Second):
+	case whole && wait > peekFirst && (l.peekStep == 0 || at+wait > l.peekEnd+time.Second):
 		// A pause begins, or the server asks for a later end.
 		l.peekEnd, l.peekStep = at+wait, peekFirst
-		return wait - time.Second + peekFirst
+		return max(wait-time.Second, 0) + peekFirst
 	case l.peekStep <= 0 || at >= l.peekEnd:
 		l.peekEnd, l.peekStep = max(l.peekEnd, at+wait), -1 // no more peeks
 		return wait
@@ -291,8 +296,9 @@ func (ks *keyState) resumeLearned(now time.Time, at time.Duration) {
 			// doubled. (A count given back earlier, at a later peek,
 			// may be a bucket whose first tokens went to requests
 			// already on their way: it grows from the guess.)
-			l.mode, l.step, l.next = modeCruise, probeFirst, at+l.test
 			l.window = true
+			l.test = max(l.test, testLength(at-l.from)) // it held from the first answer to the reset
+			l.mode, l.step, l.next = modeCruise, probeFirst, at+l.test
 		}
 	}
 	if end := at; l.cycle && at > l.runFrom {
@@ -329,7 +335,11 @@ func (l *learner) measured(at time.Duration) (rate.Limit, bool) {
 // epoch), to an attempt sent at that pace; the server asks for wait (rule 3).
 func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait time.Duration) {
 	l := ks.learning()
-	l.test = testLength(wait)
+	if t := testLength(wait); !l.window || t > l.test {
+		// A window's test is never shorter than the first one showed
+		// it: the wait to its reset is short when refused near it.
+		l.test = t
+	}
 	if l.edge && l.accepted == 0 {
 		// Nothing accepted since the last refusal: the server's count
 		// gave nothing back, the same news. Refusals that keep coming so

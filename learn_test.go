@@ -32,24 +32,37 @@ func TestLearnsTheQuotaFrom429sAlone(t *testing.T) {
 		refused int64         // the most 429s
 		most    float64       // the longest time, over the ideal (0: 1.15)
 		noWait  bool          // 429s without Retry-After
+		date    bool          // Retry-After as an HTTP-date
 	}{
 		{"token-bucket", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20},
-			200, 19900 * time.Millisecond, 20, 0, false},
+			200, 19900 * time.Millisecond, 20, 0, false, false},
 		// A window refuses all until its reset, whatever the pace over it:
 		// each probe above its quota costs a few 429s (0.4-0.6%).
 		{"fixed-window", throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second},
-			100, 39 * time.Second, 25, 0, false},
+			100, 39 * time.Second, 25, 0, false, false},
 		{"sliding-log", throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second},
-			200, 19 * time.Second, 20, 1.10, false},
+			200, 19 * time.Second, 20, 1.10, false, false},
 		// 429s that state no wait are taken to ask for a second: a
 		// backoff of a fraction of one finds a window still spent until
 		// its reset (regression: 84 429s on average, 125 at worst, the
 		// pace doubling off waits of 100 ms). A bucket refuses as with
 		// Retry-After.
 		{"fixed-window-no-retry-after", throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second},
-			100, 39 * time.Second, 25, 0, true},
+			100, 39 * time.Second, 25, 0, true, false},
 		{"token-bucket-no-retry-after", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20},
-			200, 19900 * time.Millisecond, 20, 0, true},
+			200, 19900 * time.Millisecond, 20, 0, true, false},
+		// A date rounds up to the server's next whole second, whatever
+		// the wait, and is peeked into as whole seconds are: a bucket's
+		// next token is due at once (regression: 1.07x, each pause
+		// waited out to its date); a window, told by the peeks, is
+		// cruised at and probed a whole window's test at a time, however
+		// near its reset a refusal came (regression: taken for a bucket,
+		// its pace doubled past it again and again, 69 429s; then, told
+		// but tested over the wait to its reset, 170).
+		{"fixed-window-date", throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second},
+			100, 39 * time.Second, 30, 0, false, true},
+		{"token-bucket-date", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20},
+			200, 19900 * time.Millisecond, 30, 1.04, false, true},
 		// A slow bucket (regression: 256-271 429s): refusals that come
 		// before 20 answers bound the search, or the pace doubled past
 		// the quota every second; a cut pace holds 200 answers' worth
@@ -58,7 +71,7 @@ func TestLearnsTheQuotaFrom429sAlone(t *testing.T) {
 		// of the refused one, 2% above the quota (46-48 429s: a second
 		// collision each cycle).
 		{"slow-token-bucket", throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 10, Burst: 5},
-			10, 399500 * time.Millisecond, 40, 0, false},
+			10, 399500 * time.Millisecond, 40, 0, false, false},
 	}
 	for _, tt := range tests {
 		for seed := range int64(3) {
@@ -67,6 +80,9 @@ func TestLearnsTheQuotaFrom429sAlone(t *testing.T) {
 					cfg := nearby(throttletest.Config{Limits: []throttletest.Limit{tt.limit}}, seed)
 					if tt.noWait {
 						cfg.RetryAfter = throttletest.RetryAfterNone
+					}
+					if tt.date {
+						cfg.RetryAfter = throttletest.RetryAfterDate
 					}
 					api := throttletest.NewAPI(cfg)
 					rt := throttle.New(api)
@@ -315,14 +331,25 @@ func TestLearnedPaceTakesAnIsolated429AsACollision(t *testing.T) {
 // once (a bucket) costs an eighth of a second, not a second; one that holds
 // its count until a reset (a window) costs a refused peek per doubling.
 func TestFirstPausePeeksIntoTheLastSecond(t *testing.T) {
+	// A date rounds up to the server's next whole second, whatever the
+	// wait: here 997 ms, which a bucket may mean as its next token, due at
+	// once. A wait stated to the millisecond is exact: nothing to peek into.
+	date := func(now time.Time) string {
+		return now.Truncate(time.Second).Add(time.Second).UTC().Format(http.TimeFormat)
+	}
+	seconds := func(time.Time) string { return "1" }
 	tests := []struct {
 		name  string
 		reset time.Duration // after the first refusal, the server accepts again
-		peeks []time.Duration
+		ra    func(now time.Time) string
+		peeks []time.Duration // the requests sent after the refusal, until one is accepted
 	}{
-		{"gives-back-at-once", ms(2), []time.Duration{ms(126)}},
-		{"holds-until-a-reset", ms(600), []time.Duration{ms(126), ms(377), ms(878)}},
-		{"holds-the-whole-second", time.Second, []time.Duration{ms(126), ms(377), ms(878), ms(1001)}},
+		{"gives-back-at-once", ms(2), seconds, []time.Duration{ms(126)}},
+		{"holds-until-a-reset", ms(600), seconds, []time.Duration{ms(126), ms(377), ms(878)}},
+		{"holds-the-whole-second", time.Second, seconds, []time.Duration{ms(126), ms(377), ms(878), ms(1001)}},
+		{"date-gives-back-at-once", ms(2), date, []time.Duration{ms(126)}},
+		{"date-holds-until-its-second", ms(997), date, []time.Duration{ms(126), ms(377), ms(878), ms(998)}},
+		{"decimal-is-exact", ms(2), func(time.Time) string { return "1.0" }, []time.Duration{ms(1001)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -342,7 +369,7 @@ func TestFirstPausePeeksIntoTheLastSecond(t *testing.T) {
 					switch {
 					case n == 20:
 						refusedAt, first = now, r.URL.Path
-						return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+						return reply(r, http.StatusTooManyRequests, "Retry-After", tt.ra(now)), nil
 					case refusedAt.IsZero():
 						return reply(r, http.StatusOK), nil
 					}
@@ -355,7 +382,7 @@ func TestFirstPausePeeksIntoTheLastSecond(t *testing.T) {
 						retried = d
 					}
 					if d < tt.reset {
-						return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+						return reply(r, http.StatusTooManyRequests, "Retry-After", tt.ra(now)), nil
 					}
 					return reply(r, http.StatusOK), nil
 				})
@@ -366,7 +393,7 @@ func TestFirstPausePeeksIntoTheLastSecond(t *testing.T) {
 				defer mu.Unlock()
 				require.Greater(t, len(after), len(tt.peeks))
 				assert.Equal(t, tt.peeks, after[:len(tt.peeks)], "the peeks, one at a time")
-				assert.GreaterOrEqual(t, retried, time.Second, "the refused request waits its Retry-After")
+				assert.GreaterOrEqual(t, retried, ms(997), "the refused request waits its Retry-After")
 				st := rt.Stats().Keys["p.test"]
 				assert.LessOrEqual(t, st.Throttled, int64(len(tt.peeks)), "the first refusal, and each refused peek")
 			})

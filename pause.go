@@ -35,6 +35,7 @@ type hint struct {
 	signal  signal
 	wait    time.Duration // how long the server asks to wait, if hasWait
 	hasWait bool
+	whole   bool   // wait is stated in whole seconds: the end meant may be up to a second sooner
 	source  string // the header the wait came from
 	quota   Quota  // the quota headers, if read and hasQuota
 	read    bool   // the quota headers were looked for
@@ -90,8 +91,8 @@ func readHint(resp *http.Response, failed bool, now time.Time) hint {
 	default:
 		return h
 	}
-	if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
-		h.wait, h.hasWait, h.source = ra, true, "Retry-After"
+	if ra, whole, ok := parseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
+		h.wait, h.hasWait, h.whole, h.source = ra, true, whole, "Retry-After"
 		if resp.StatusCode == http.StatusForbidden {
 			h.signal = signalQuota // GitHub's secondary rate limit
 		}
@@ -110,7 +111,9 @@ func readHint(resp *http.Response, failed bool, now time.Time) hint {
 		h.signal = signalQuota
 	}
 	if !h.hasWait && ok && q.HasReset {
-		h.wait, h.hasWait = q.Reset, true
+		// A reset of a second or more is taken to be stated in whole
+		// seconds, as most are (its form is not kept).
+		h.wait, h.hasWait, h.whole = q.Reset, true, q.Reset >= time.Second
 		h.source = "X-RateLimit-Reset"
 		if q.Policy != "" {
 			h.source = "RateLimit"
@@ -244,6 +247,7 @@ func (ks *keyState) pace() rate.Limit {
 // refusal is a collision its pace answers.
 func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Time, at time.Duration) lesson {
 	learned := ks.learned()
+	whole := h.whole || !h.hasWait // none stated: taken to ask for a second (see asked)
 	ks.slow(tk, now, at, pause)
 	l := ks.learning()
 	switch {
@@ -251,10 +255,10 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 	case !learned:
 		// The first refusal pauses: a pace learned just now holds
 		// nothing yet (learn.go, rule 1).
-		return ks.pause(h, ks.peek(at, pause), now)
+		return ks.pause(h, ks.peek(at, pause, whole), now)
 	case l.peekStep != 0 && (tk.probe || at+pause > l.peekEnd+time.Second):
 		// A refused peek, or a refusal that asks for a later end.
-		return ks.pause(h, ks.peek(at, pause), now)
+		return ks.pause(h, ks.peek(at, pause, whole), now)
 	case l.peekStep != 0:
 		return lesson{} // sent before the pause: the same news
 	}
@@ -262,7 +266,7 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 		return lesson{}
 	}
 	if learned {
-		pause = ks.peek(at, pause)
+		pause = ks.peek(at, pause, whole)
 	}
 	ls := ks.pause(h, pause, now)
 	if learned && !ls.until.IsZero() {

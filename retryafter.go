@@ -43,22 +43,31 @@ const maxRetryDuration = time.Duration(math.MaxInt64)
 // The number forms do not allocate. ParseRetryAfter never panics, whatever the
 // input.
 func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
+	d, _, ok := parseRetryAfter(value, now)
+	return d, ok
+}
+
+// parseRetryAfter is ParseRetryAfter, and reports whether the value has
+// whole seconds only (delay-seconds, or an HTTP-date), so that the wait the
+// server meant may end up to a second before the one stated: a server
+// rounds up to its next whole second (a date), or its wait to whole seconds.
+func parseRetryAfter(value string, now time.Time) (d time.Duration, whole, ok bool) {
 	value = strings.Trim(value, " \t")
 	if value == "" {
-		return 0, false
+		return 0, false, false
 	}
 	if isASCIIDigit(value[0]) {
 		n, ok := parseDecimal(value)
 		if !ok {
-			return 0, false
+			return 0, false, false
 		}
-		return n.duration(), true
+		return n.duration(), !strings.Contains(value, "."), true
 	}
 	date, err := http.ParseTime(value)
 	if err != nil {
-		return 0, false
+		return 0, false, false
 	}
-	return durationUntil(date, now), true
+	return durationUntil(date, now), true, true
 }
 
 // durationUntil returns how long from now until t: 0 when t is not after now, and at
