@@ -61,7 +61,7 @@ func TestPolicyScale(t *testing.T) {
 
 func TestPick(t *testing.T) {
 	for filter, want := range map[string]int{
-		"":             47,
+		"":             49,
 		"bucket,date":  4,
 		"seconds,date": 6, // the quiet six
 		"noisy":        5,
@@ -69,8 +69,8 @@ func TestPick(t *testing.T) {
 		"bucket":       2,
 		"fixed":        3,
 		"sliding":      2,
-		"untold":       36,
-		"untold-real":  9,
+		"untold":       38,
+		"untold-real":  11,
 		"untold-log":   3,
 		"distant":      9,
 		"halving":      3,
@@ -242,12 +242,12 @@ func TestUntoldScenarios(t *testing.T) {
 			t.Errorf("%s: no target", sc.name)
 		}
 	}
-	if forms[xRateLimit] != 11 || forms[ietfHeaders] != 12 || forms[noHeaders] != 11 || forms[xRateLimitRefusals] != 2 {
-		t.Errorf("header forms %v, want 11, 12, 11 and 2", forms)
+	if forms[xRateLimit] != 11 || forms[ietfHeaders] != 12 || forms[noHeaders] != 13 || forms[xRateLimitRefusals] != 2 {
+		t.Errorf("header forms %v, want 11, 12, 13 and 2", forms)
 	}
 	for _, sc := range pickScenarios("untold-real") {
 		cfg := sc.config(4000, 0)
-		noisy := cfg.Unavailable > 0 || cfg.RetryAfter == throttletest.RetryAfterNone || sc.headers == xRateLimitRefusals || sc.procs > 1
+		noisy := cfg.Unavailable > 0 || cfg.RetryAfter == throttletest.RetryAfterNone || cfg.RetryAfter == throttletest.RetryAfterDate || sc.headers == xRateLimitRefusals || sc.procs > 1
 		if !noisy {
 			t.Errorf("%s: nothing of a real API's", sc.name)
 		}

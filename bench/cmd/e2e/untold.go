@@ -119,7 +119,8 @@ func untoldScenarios() []scenario {
 
 // realScenarios are untold scenarios in the ways real APIs differ from the
 // steady ones: quota headers on 429s only; 429s without Retry-After or
-// headers; random 503s (2%, Retry-After: 1 s) behind quota headers on every
+// headers; Retry-After as an HTTP-date without headers (names end in
+// "gmt": "date" would be picked by the quiet set's filters); random 503s (2%, Retry-After: 1 s) behind quota headers on every
 // answer; two processes on one key of a fixed window or a log told by
 // headers, which the steady rows have only for a token bucket. Their names
 // start with "untold-real", and they run first, so that -scenario
@@ -132,6 +133,8 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 		{name: "untold-real-window-onrefusals", quota: fixed, headers: xRateLimitRefusals, noise: plain},
 		{name: "untold-real-tokens-noretryafter", quota: bucket, headers: noHeaders, noRetryAfter: true, noise: plain},
 		{name: "untold-real-window-noretryafter", quota: fixed, headers: noHeaders, noRetryAfter: true, noise: plain},
+		{name: "untold-real-tokens-gmt", quota: bucket, headers: noHeaders, date: true, noise: plain},
+		{name: "untold-real-window-gmt", quota: fixed, headers: noHeaders, date: true, noise: plain},
 		{name: "untold-real-window-503", quota: fixed, headers: xRateLimit, noise: unavailable},
 		{name: "untold-real-log-503", quota: sliding, headers: ietfHeaders, noise: unavailable},
 		{name: "untold-real-2procs-window-xrl", quota: fixed, headers: xRateLimit, noise: plain, procs: 2},
