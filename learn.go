@@ -17,10 +17,12 @@ import (
 //
 //  1. First guess. The key's first refusal pauses it and gives it a pace:
 //     the answers the server accepted before, over the time from the first
-//     answer to the end of the Retry-After. A wait stated in whole seconds
-//     (delay-seconds; a date, which rounds up to the server's next whole
-//     second however short the wait; a reset of a second or more) may be
-//     late by up to one, so the key pauses only
+//     answer to the end of the Retry-After (refused before any came back
+//     accepted, with a wait of 2 s at most, those on their way then that
+//     came back accepted, from the refusal to the resume). A wait stated
+//     in whole seconds (delay-seconds; a date, which rounds up to the
+//     server's next whole second however short the wait; a reset of a
+//     second or more) may be late by up to one, so the key pauses only
 //     for what surely remains and peeks into the last second: one request
 //     1/8 s in, then, each time the peek is refused, one twice as far from
 //     its refusal, until the wait first asked for has passed (the refused
@@ -132,6 +134,7 @@ type learner struct {
 	first   bool // the pace is the first guess, its pause not yet over
 	held    bool // refusals since the last real one were the same news: the count is held
 	window  bool // the first pause showed a window: held to the end of the wait, then given back at once
+	blind   bool // first: refused before any answer was accepted, the guess is the pause's answers alone
 	mode    learnMode
 
 	step   float64    // the next probe's rise, a share of the pace
@@ -188,7 +191,9 @@ func (l *learner) accept(tk *ticket) {
 	l.run++
 	switch {
 	case l.first:
-		l.firstN++ // an answer to the burst that drew the first refusal
+		if !l.blind || tk.adm <= l.cut {
+			l.firstN++ // an answer to the burst that drew the first refusal (not, blind, a peek)
+		}
 	case tk.adm > l.cut:
 		l.accepted++
 	}
@@ -213,23 +218,37 @@ func clampRate(r rate.Limit) rate.Limit { return min(max(r, slowestRate), fastes
 // startLearning gives an unpaced key without windows, refused at at and
 // about to pause for wait, its first guess (rule 1): the run answers
 // accepted since the last refusal (at last), or since its first answer if
-// this is its first, over the time until the pause ends. A key refused at
-// once learns nothing yet.
+// this is its first, over the time until the pause ends. A key refused
+// before any answer was accepted guesses from the answers accepted during
+// the pause alone (those the server took may be on their way still:
+// answers overtake one another), counted from this refusal, when the wait
+// is short (a burst overran the quota; a longer one says it is spent);
+// with nothing on its way, or none of those accepted, it learns nothing yet.
 func (ks *keyState) startLearning(now time.Time, at, wait time.Duration, run int, last time.Duration) {
 	from := last
 	if from == longAgo {
 		from = ks.ev.spanAt
 	}
-	if len(ks.wins) > 0 || run == 0 || from == longAgo {
+	if len(ks.wins) > 0 {
 		return
 	}
+	if run == 0 || from == longAgo {
+		if ks.sending == 0 || wait > coarseWait {
+			return // nothing on its way to learn from, or the quota is spent, not overrun
+		}
+		run, from = 0, at
+	}
 	r := clampRate(rate.Limit(float64(run) / (at - from + wait).Seconds()))
+	blind := run == 0
+	if blind {
+		r = fastestRate // no guess yet: the pause alone holds the key
+	}
 	ks.lim = rate.NewLimiter(r, learnedBurst)
 	ks.lim.AllowN(now, learnedBurst) // the server's count is at its limit: the next waits its turn
 	ks.rarely().learn = learner{on: true, edge: true, first: true, mode: modeGrow,
 		lo: r, hi: fastestRate, tested: r, low: r,
 		test: testLength(wait), hold: probeHold, next: at + wait, setAt: at, reachAt: at, reachAdm: ks.admitted,
-		cut: ks.admitted, since: at, from: from, firstN: run, runFrom: from, run: run}
+		cut: ks.admitted, since: at, from: from, firstN: run, runFrom: from, run: run, blind: blind}
 	ks.troubled().adapt.adjusted = at
 }
 
@@ -281,12 +300,16 @@ func (ks *keyState) resumeLearned(now time.Time, at time.Duration) {
 		return
 	}
 	if l.first {
+		if l.firstN == 0 {
+			ks.unlearn() // refused before any answer, and none accepted since: nothing to guess from
+			return
+		}
 		l.first, l.next = false, at+growEvery
 		span := at - l.from
 		if l.peekStep != peekFirst && l.peekEnd > at {
 			span = l.peekEnd - l.from // held, then given back at once: a window up to the wait asked
 		}
-		if r := clampRate(rate.Limit(float64(l.firstN) / span.Seconds())); r > ks.lim.Limit() {
+		if r := clampRate(rate.Limit(float64(l.firstN) / span.Seconds())); r > ks.lim.Limit() || l.blind {
 			ks.lim.SetLimitAt(now, r)
 			l.lo, l.tested = r, r
 		}

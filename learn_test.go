@@ -401,6 +401,64 @@ func TestFirstPausePeeksIntoTheLastSecond(t *testing.T) {
 	}
 }
 
+// A key refused before any of its answers came back accepted (a bucket of
+// ten, sixteen requests at once, the refusals answered first) still peeks
+// into the whole-second wait, and guesses its pace from the answers
+// accepted during the pause (regression: it learned nothing and waited the
+// second out; a 1,000/s bucket of ten took 1.25x the ideal of a 10-s job,
+// now 1.16x). A lone request refused, with nothing on its way, teaches
+// nothing yet: the key waits the second out.
+func TestRefusedBeforeAnyAnswerStillPeeks(t *testing.T) {
+	for _, tt := range []struct{ accepted, refused, workers int }{{10, 6, 16}, {0, 1, 1}} {
+		accepted := tt.accepted
+		t.Run(fmt.Sprint(accepted, "-accepted"), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var mu sync.Mutex
+				var refusedAt time.Time
+				var after []time.Duration // requests sent after the first refusal came back
+				n := 0
+				base := rtFunc(func(r *http.Request) (*http.Response, error) {
+					mu.Lock()
+					n++
+					i, now := n, time.Now()
+					if !refusedAt.IsZero() && now.After(refusedAt) { // not the first requests, sent together
+						after = append(after, now.Sub(refusedAt))
+					}
+					mu.Unlock()
+					switch {
+					case i <= accepted:
+						time.Sleep(2 * time.Millisecond) // accepted, answered after the refusals
+						return reply(r, http.StatusOK), nil
+					case i <= accepted+tt.refused:
+						mu.Lock()
+						if refusedAt.IsZero() {
+							refusedAt = now
+						}
+						mu.Unlock()
+						return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+					}
+					time.Sleep(time.Millisecond)
+					return reply(r, http.StatusOK), nil
+				})
+				rt := throttle.New(base)
+				defer rt.Close()
+				jobOf(t, rt, 40, tt.workers, "")
+				mu.Lock()
+				defer mu.Unlock()
+				require.NotEmpty(t, after)
+				st := rt.Stats().Keys["api.test"]
+				if accepted == 0 {
+					assert.Equal(t, time.Second, after[0], "nothing to learn from: the whole wait")
+					assert.Equal(t, throttle.PaceNone, st.PaceFrom)
+					return
+				}
+				assert.Equal(t, ms(125), after[0], "the peek, 1/8 s in")
+				assert.Equal(t, throttle.PaceLearned, st.PaceFrom)
+			})
+		})
+	}
+}
+
 // A window whose reset falls within the first peek looks, at first, like a
 // bucket that gives back gradually, and the guess from it (the window's N
 // over an eighth of a second) is far too fast. The refusals that then hold
