@@ -243,8 +243,9 @@ func (ks *keyState) startLearning(now time.Time, at, wait time.Duration, run int
 	if blind {
 		r = fastestRate // no guess yet: the pause alone holds the key
 	}
+	// The limiter starts full: the pause holds the key, and the peek
+	// that ends it must not wait a turn of a guess the resume corrects.
 	ks.lim = rate.NewLimiter(r, learnedBurst)
-	ks.lim.AllowN(now, learnedBurst) // the server's count is at its limit: the next waits its turn
 	ks.rarely().learn = learner{on: true, edge: true, first: true, mode: modeGrow,
 		lo: r, hi: fastestRate, tested: r, low: r,
 		test: testLength(wait), hold: probeHold, next: at + wait, setAt: at, reachAt: at, reachAdm: ks.admitted,

@@ -407,11 +407,26 @@ func TestFirstPausePeeksIntoTheLastSecond(t *testing.T) {
 // accepted during the pause (regression: it learned nothing and waited the
 // second out; a 1,000/s bucket of ten took 1.25x the ideal of a 10-s job,
 // now 1.16x). A lone request refused, with nothing on its way, teaches
-// nothing yet: the key waits the second out.
+// nothing yet: the key waits the second out. Nor does the first guess hold
+// the peek back: one answer accepted before the refusal guesses one
+// request a second until the answers on their way are counted at the
+// resume (regression: the peek waited a second for the guess's token,
+// 1.22x). A refusal on its way then that asks for over 2 s says the quota
+// was spent, not overrun: the key learns nothing, and waits it out.
 func TestRefusedBeforeAnyAnswerStillPeeks(t *testing.T) {
-	for _, tt := range []struct{ accepted, refused, workers int }{{10, 6, 16}, {0, 1, 1}} {
+	for _, tt := range []struct {
+		name                     string
+		accepted, refused, quick int // the first quick of the accepted are answered at once
+		workers                  int
+		spent                    bool // the refusals after the first ask for 10 s
+	}{
+		{"10-accepted", 10, 6, 0, 16, false},
+		{"0-accepted", 0, 1, 0, 1, false},
+		{"1-accepted-first", 10, 6, 1, 16, false},
+		{"spent", 10, 6, 0, 16, true},
+	} {
 		accepted := tt.accepted
-		t.Run(fmt.Sprint(accepted, "-accepted"), func(t *testing.T) {
+		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var mu sync.Mutex
 				var refusedAt time.Time
@@ -426,6 +441,8 @@ func TestRefusedBeforeAnyAnswerStillPeeks(t *testing.T) {
 					}
 					mu.Unlock()
 					switch {
+					case i <= tt.quick:
+						return reply(r, http.StatusOK), nil
 					case i <= accepted:
 						time.Sleep(2 * time.Millisecond) // accepted, answered after the refusals
 						return reply(r, http.StatusOK), nil
@@ -435,6 +452,13 @@ func TestRefusedBeforeAnyAnswerStillPeeks(t *testing.T) {
 							refusedAt = now
 						}
 						mu.Unlock()
+						switch {
+						case tt.spent && i == accepted+1:
+							time.Sleep(time.Millisecond) // all sixteen are on their way
+						case tt.spent:
+							time.Sleep(1500 * time.Microsecond)
+							return reply(r, http.StatusTooManyRequests, "Retry-After", "10"), nil
+						}
 						return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
 					}
 					time.Sleep(time.Millisecond)
@@ -447,6 +471,11 @@ func TestRefusedBeforeAnyAnswerStillPeeks(t *testing.T) {
 				defer mu.Unlock()
 				require.NotEmpty(t, after)
 				st := rt.Stats().Keys["api.test"]
+				if tt.spent {
+					assert.GreaterOrEqual(t, after[0], 10*time.Second, "the longest wait, whole")
+					assert.Equal(t, throttle.PaceNone, st.PaceFrom)
+					return
+				}
 				if accepted == 0 {
 					assert.Equal(t, time.Second, after[0], "nothing to learn from: the whole wait")
 					assert.Equal(t, throttle.PaceNone, st.PaceFrom)

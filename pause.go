@@ -256,6 +256,12 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 		// The first refusal pauses: a pace learned just now holds
 		// nothing yet (learn.go, rule 1).
 		return ks.pause(h, ks.peek(at, pause, whole), now)
+	case l.peekStep != 0 && l.blind && l.first && pause > coarseWait:
+		// A guess to come from the answers on their way, which a long
+		// wait says were not an overrun but a quota spent: it learns
+		// nothing yet, and waits (see startLearning).
+		ks.unlearn()
+		return ks.pause(h, pause, now)
 	case l.peekStep != 0 && (tk.probe || at+pause > l.peekEnd+time.Second):
 		// A refused peek, or a refusal that asks for a later end.
 		return ks.pause(h, ks.peek(at, pause, whole), now)
