@@ -74,7 +74,8 @@ import (
 //     took over the cycle: the answers accepted from the resume before to
 //     the reset, which came between the last peek refused and this resume
 //     (halfway is taken), again not below half; far below what was
-//     refused, it probes again a test later, from a sixteenth.
+//     refused, it probes again a test later, from a sixteenth, or, if the
+//     pause came during the search of rule 2, searches on.
 //  5. Probes. A cruising pace waits 2 quiet seconds after a cut, and at
 //     least 200 answers' worth of itself (so that probes that end in a
 //     refusal cost at most one 429 in 200, whatever the quota), then probes
@@ -438,6 +439,14 @@ func (ks *keyState) heldLearned(now time.Time, at time.Duration) {
 		return
 	}
 	if float64(l.hi) > float64(to)*(1+bisectTol) {
+		if l.mode == modeSearch {
+			// A search the pause interrupted goes on, a step a half
+			// test, between the pace it fell back to and the slowest
+			// refused: probes from a sixteenth, a test a step, took a
+			// fast quota's pace from half of it back up in 8 s.
+			l.next = at + l.test/2
+			return
+		}
 		l.mode, l.step, l.next = modeCruise, bisectTol, at+l.test // far below what was refused: probe soon
 		return
 	}
