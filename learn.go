@@ -75,7 +75,8 @@ import (
 //     the reset, which came between the last peek refused and this resume
 //     (halfway is taken), again not below half; far below what was
 //     refused, it probes again a test later, from a sixteenth, or, if the
-//     pause came during the search of rule 2, searches on.
+//     pause came during the search of rule 2 and the first pause ended at
+//     its first peek, searches on.
 //  5. Probes. A cruising pace waits 2 quiet seconds after a cut, and at
 //     least 200 answers' worth of itself (so that probes that end in a
 //     refusal cost at most one 429 in 200, whatever the quota), then probes
@@ -136,6 +137,7 @@ type learner struct {
 	held    bool // refusals since the last real one were the same news: the count is held
 	window  bool // the first pause showed a window: held to the end of the wait, then given back at once
 	blind   bool // first: refused before any answer was accepted, the guess is the pause's answers alone
+	gradual bool // the first pause ended at its first peek: the server gives back gradually, a bucket
 	mode    learnMode
 
 	step   float64    // the next probe's rise, a share of the pace
@@ -307,6 +309,7 @@ func (ks *keyState) resumeLearned(now time.Time, at time.Duration) {
 			return
 		}
 		l.first, l.next = false, at+growEvery
+		l.gradual = l.peekStep == peekFirst
 		span := at - l.from
 		if l.peekStep != peekFirst && l.peekEnd > at {
 			span = l.peekEnd - l.from // held, then given back at once: a window up to the wait asked
@@ -439,11 +442,15 @@ func (ks *keyState) heldLearned(now time.Time, at time.Duration) {
 		return
 	}
 	if float64(l.hi) > float64(to)*(1+bisectTol) {
-		if l.mode == modeSearch {
+		if l.mode == modeSearch && l.gradual {
 			// A search the pause interrupted goes on, a step a half
 			// test, between the pace it fell back to and the slowest
-			// refused: probes from a sixteenth, a test a step, took a
-			// fast quota's pace from half of it back up in 8 s.
+			// refused, if the server gives back gradually (a bucket:
+			// the first pause ended at its first peek): probes from a
+			// sixteenth, a test a step, took a fast quota's pace from
+			// half of it back up in 8 s. A window whose reset a later
+			// peek met refuses each step over it at its next reset,
+			// with all on their way: it probes.
 			l.next = at + l.test/2
 			return
 		}

@@ -537,6 +537,33 @@ func TestWindowResetDuringTheFirstPeek(t *testing.T) {
 	})
 }
 
+// A window that a job meets mid-way (its first refusal 0.3 s or 0.6 s into
+// it) gives its count back at a later peek of the first pause, not the
+// first: it grows as a bucket's might, and a pause during its search ends
+// in probes, not in more search steps, which the window refuses only at its
+// reset, with all on their way (regression: 47-54 429s in 4,000, a search
+// step refused at each reset; now 21-29, as before the search went on
+// through pauses).
+func TestWindowMetMidWayIsNotSearchedThroughPauses(t *testing.T) {
+	for _, late := range []time.Duration{300 * time.Millisecond, 600 * time.Millisecond} {
+		for seed := range int64(2) {
+			t.Run(fmt.Sprint(late, "/seed", seed), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					time.Sleep(late) // the server's windows begin on its clock's seconds
+					api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{quotaWindow}}, seed))
+					rt := throttle.New(api)
+					defer rt.Close()
+					took := job(t, rt, 4000)
+					seen := api.Stats().Total.Throttled
+					t.Logf("took %v (%.3fx the ideal), %d refused", took, took.Seconds()/39, seen)
+					assert.LessOrEqual(t, seen, int64(35))
+					assert.LessOrEqual(t, took.Seconds(), 1.10*39)
+				})
+			})
+		}
+	}
+}
+
 // A server that holds its count past the first peek and gives it back at
 // once is a window (or a log): the first guess, the answers accepted over
 // the whole wait asked for, is about its rate, and it is probed upward a
