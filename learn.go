@@ -175,6 +175,11 @@ func (ks *keyState) learning() *learner {
 	return nil
 }
 
+// guessing reports whether the learner has no guess yet: refused before
+// any answer came back accepted, it waits for those on their way (see
+// startLearning), and shows no pace until then.
+func (l *learner) guessing() bool { return l.on && l.first && l.blind }
+
 // learned reports whether the key's pace was learned, not configured.
 func (ks *keyState) learned() bool {
 	l := ks.learning()
@@ -538,7 +543,7 @@ func (ks *keyState) climbLearned(now time.Time, at time.Duration) {
 // since it was last told.
 func (ks *keyState) paceNews() (rate.Limit, bool) {
 	l := ks.learning()
-	if l == nil || !l.on {
+	if l == nil || !l.on || l.guessing() {
 		return 0, false
 	}
 	r := ks.lim.Limit()

@@ -487,12 +487,16 @@ func TestRefusedBeforeAnyAnswerStillPeeks(t *testing.T) {
 					time.Sleep(time.Millisecond)
 					return reply(r, http.StatusOK), nil
 				})
-				rt := throttle.New(base)
+				events, paces := paceLog()
+				rt := throttle.New(base, events)
 				defer rt.Close()
 				jobOf(t, rt, 40, tt.workers, "")
 				mu.Lock()
 				defer mu.Unlock()
 				require.NotEmpty(t, after)
+				for _, e := range paces() {
+					assert.Less(t, float64(e.Rate), 1000.0, "no pace shown before a guess")
+				}
 				st := rt.Stats().Keys["api.test"]
 				if tt.spent {
 					assert.GreaterOrEqual(t, after[0], 10*time.Second, "the longest wait, whole")

@@ -126,7 +126,7 @@ func (ks *keyState) snapshot(t *Transport, now time.Time) KeyStats {
 		Queued: int(ks.waiting), InFlight: int(ks.sending), Slots: int(ks.slots),
 	}
 	s.Remaining = -1
-	if ks.lim != nil {
+	if l := ks.learning(); ks.lim != nil && (l == nil || !l.guessing()) {
 		s.Rate, s.PaceFrom = ks.lim.Limit(), PacePolicy
 		if ks.learned() {
 			s.PaceFrom = PaceLearned
