@@ -48,7 +48,8 @@ import (
 //     left for us. Its level is read with care for answers that overtake
 //     one another (see readLevel), and a few tokens are held back (what
 //     its rate sends within the jitter, and two; at most a quarter of its
-//     depth), which costs nothing once the bucket has been spent: it
+//     depth, and what it refills in a quarter second), which costs nothing
+//     once the bucket has been spent: it
 //     refills at its rate whatever it holds, short of full. A bucket far
 //     away, whose requests on their way are about as many as it holds,
 //     hides its climb among them: it shows instead in what it took, more
@@ -131,6 +132,7 @@ const (
 	minDepth    = 4                // a quota that holds fewer cannot show a reset apart from a refill
 	maxCounting = 10 * time.Second // and a window of at most this long, counted exactly
 	othersShown = 16               // Remaining fell by this many more than ours: others spend the quota
+	reserveFor  = time.Second / 4  // a bucket's tokens held back are at most what it refills in this long
 )
 
 // wantsQuota reports whether the headers of the answer to admission adm
@@ -563,7 +565,15 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 		// sends what it holds back the less, and a fixed quarter cost it
 		// a quarter of its rate. Never more than it holds: a bucket of one
 		// still lets one go.
-		hold := min(max(1, float64(m.depth/4)), 2+math.Ceil(m.jit.Seconds()*m.rate))
+		//
+		// Nor more than it refills in a quarter second: at a rate
+		// measured slow (others spend most of it), two tokens held back
+		// were seconds of waiting, in which the others took them, and
+		// the key measured slower still (regression: a second transport
+		// that joined a job 5 s in took over the bucket, the first
+		// measured 0.6/s and sent nothing for 4 s after the second was
+		// done; 1.07x the ideal of both jobs, 1.23x at worst).
+		hold := min(max(1, float64(m.depth/4)), 2+math.Ceil(m.jit.Seconds()*m.rate), m.rate*reserveFor.Seconds())
 		need = max(min(need+hold, float64(m.depth)), need)
 	}
 	t := m.tokens(now, inflight)
