@@ -572,7 +572,10 @@ func TestASharedBucketIsNotTakenForALog(t *testing.T) {
 			assert.Zero(t, r.failed)
 			assert.NotContains(t, kinds, "log")
 			assert.Contains(t, kinds, "bucket")
-			assert.LessOrEqual(t, r.took.Seconds(), q.ideal.Seconds()*1.25)
+			// Under -race one run in a few hundred takes 1.2-1.3x (a refusal
+			// episode in the first collisions: 23-29 429s, not 12), at
+			// e9e6c68 as now; the regression took 1.5-3.7x.
+			assert.LessOrEqual(t, r.took.Seconds(), q.ideal.Seconds()*1.4)
 		})
 	}
 }
