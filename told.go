@@ -48,9 +48,9 @@ import (
 //     left for us. Its level is read with care for answers that overtake
 //     one another (see readLevel), and a few tokens are held back (what
 //     its rate sends within the jitter, and two; at most a quarter of its
-//     depth, and what it refills in a quarter second), which costs nothing
-//     once the bucket has been spent: it
-//     refills at its rate whatever it holds, short of full. A bucket far
+//     depth, and what it refills in a quarter second), which costs
+//     nothing once the bucket has been spent: it refills at its rate
+//     whatever it holds, short of full. A bucket far
 //     away, whose requests on their way are about as many as it holds,
 //     hides its climb among them: it shows instead in what it took, more
 //     of ours within a reset's length than a window (twice its limit,
