@@ -79,7 +79,8 @@ import (
 //     its first peek, searches on.
 //  5. Probes. A cruising pace waits 2 quiet seconds after a cut, and at
 //     least 200 answers' worth of itself (so that probes that end in a
-//     refusal cost at most one 429 in 200, whatever the quota), then probes
+//     refusal cost at most one 429 in 200, whatever the quota; a minute at
+//     most, so a quota under 3.3/s that grows is found), then probes
 //     upward by 1%, then 2%, 4%… up to 25% (up to doubling while below half
 //     the last pace refused), each step held a test, or a quarter test
 //     once past the last pace refused (but for a window, which refuses
@@ -209,9 +210,10 @@ func (l *learner) accept(tk *ticket) {
 
 // holdFor is how long a cut pace r holds before it probes: hold, and at
 // least holdCount answers' worth of r, so that probes that end in a
-// refusal cost at most one 429 in holdCount whatever the quota.
+// refusal cost at most one 429 in holdCount whatever the quota; but never
+// longer than longestHold, so that a slow quota that grows is found.
 func (l *learner) holdFor(r rate.Limit) time.Duration {
-	return max(l.hold, time.Duration(float64(holdCount)/float64(r)*float64(time.Second)))
+	return min(max(l.hold, time.Duration(float64(holdCount)/float64(r)*float64(time.Second))), longestHold)
 }
 
 // testLength is how long a pace must hold to count as held, when the server

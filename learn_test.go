@@ -752,6 +752,28 @@ func TestLearnedPaceQuickensPastTheLastRefusal(t *testing.T) {
 	assert.LessOrEqual(t, grown-past, 1500*time.Millisecond, "quarter tests past the last refusal")
 }
 
+// A slow pace probes within a minute of its last cut, however slow: 200
+// answers' worth of a pace of 1/s is 200 s, and a quota that grows in the
+// meantime must not wait that long to be found (regression: a bucket of 1/s
+// that became one of 10/s 30 s in, 400 records, took 243 s, now 109 s,
+// the ideal 67 s).
+func TestSlowPaceProbesWithinAMinute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := func(rate float64) throttletest.Config {
+			return nearby(throttletest.Config{
+				Limits: []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: rate, Burst: 1}}}, 1)
+		}
+		rt := throttle.New(changesAt(30*time.Second, throttletest.NewAPI(cfg(1)), throttletest.NewAPI(cfg(10))))
+		defer rt.Close()
+		took := job(t, rt, 400)
+		ideal := 67 * time.Second // 31 records in the first 30 s, 369 at 10/s
+		t.Logf("took %v (%.2fx the ideal)", took, took.Seconds()/ideal.Seconds())
+		// The quota grew after the last cut (4 s in): the first probe
+		// comes a minute after it, and the pace grows from there.
+		assert.Less(t, took, 2*ideal)
+	})
+}
+
 // paceAfterTheQuotaGrew runs a job of 8,000 records against a token bucket
 // of 100/s (burst 10) that becomes one of 400/s 10 s in, and returns when,
 // after the change, the learned pace first went over past (requests a
