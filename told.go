@@ -158,6 +158,7 @@ type told struct {
 	depth      int           // the most Remaining seen, counting an accepted answer's own: a bucket's depth
 	left       int           // what remained, as of leftAt: see read
 	leftAdm    uint64        // the admission whose answer said so
+	leftSeen   uint64        // admissions when that answer came: those after it were sent knowing it
 	level      float64       // a bucket's tokens as of levelAt, our requests sent by then counted (see readLevel)
 	levelAt    time.Duration // 0: no level read yet
 	sent       uint64        // our admissions since the mirror began
@@ -278,11 +279,16 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 	if m.kind == kindUnknown && accepted {
 		m.overTaken(now, r)
 	}
-	if m.kind == kindUnknown && m.tested && accepted && adm > m.leftAdm && int64(r)+1 > int64(m.left)+inflight &&
+	if m.kind == kindUnknown && m.tested && accepted && (adm > m.leftSeen || m.depth < minDepth) && int64(r)+1 > int64(m.left)+inflight &&
 		(m.depth < minDepth || int64(r)+inflight+2 < int64(m.depth)) && // back to full: a reset, perhaps
 		!m.earlyReset(now, r, inflight) {
 		// The request that tried beyond the mirror was accepted: the
-		// quota gave back before its reset. No more than a log would
+		// quota gave back before its reset. Only a request sent after
+		// the answer that said what was left can show so: one sent with
+		// it may have reached the server first and been counted in it
+		// (a small window met by many workers at once; a quota below
+		// minDepth is read from its earliest answers, so its own).
+		// No more than a log would
 		// have given back shows a log; more, a bucket; so does a quota
 		// never seen to hold half its limit, as a log does when first
 		// used (see measure).
@@ -320,7 +326,7 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		// some of the new window already: a count that comes back within
 		// the second its reset was known to, to half the most it held or
 		// more, is taken for the reset (see earlyReset).
-		m.resetAt, m.left, m.leftAdm, m.leftAt, m.tested, m.rolled = 0, r, adm, now, false, false
+		m.resetAt, m.left, m.leftAdm, m.leftSeen, m.leftAt, m.tested, m.rolled = 0, r, adm, admitted, now, false, false
 		if early {
 			m.markAt = 0 // a span across it would show a bucket's climb
 		}
@@ -339,7 +345,7 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		if m.rolled {
 			m.blindAdm = admitted
 		}
-		m.left, m.leftAdm, m.leftAt, m.rolled = r, adm, now, false
+		m.left, m.leftAdm, m.leftSeen, m.leftAt, m.rolled = r, adm, admitted, now, false
 	}
 	if m.kind != kindBucket {
 		m.spentByOthers(now, r, adm)
@@ -443,7 +449,7 @@ func (m *told) rollover(now time.Duration, admitted uint64) {
 	if m.kind == kindBucket || m.resetAt == 0 || now < m.resetAt {
 		return
 	}
-	m.left, m.leftAdm, m.leftAt, m.rollAdm, m.passed, m.tested = m.limit, admitted, m.resetAt, admitted, true, false
+	m.left, m.leftAdm, m.leftSeen, m.leftAt, m.rollAdm, m.passed, m.tested = m.limit, admitted, admitted, m.resetAt, admitted, true, false
 	m.rolled, m.rolledAt = true, m.leftAt
 	m.resetAt = 0
 	if m.period > 0 {

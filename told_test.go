@@ -751,6 +751,40 @@ func TestSlowBucketIsToldFromAWindow(t *testing.T) {
 	}
 }
 
+// A small window (5 a second) or log (5 a second), told by either form of
+// headers, is not taken for a bucket: 16 workers at its end send
+// together, the refused one may be answered first (Remaining 0) and the
+// accepted one, counted before it, after it (Remaining 0 as well). Only a
+// request sent after an answer read can show what that answer said given
+// back. Regression: the window was taken for a bucket of 511/s right after
+// its first refusal and drew 39-42 refusals in 200 (these seeds), 1.25x
+// the ideal; the log 1.16x on average.
+func TestSmallQuotaIsNotTakenForABucket(t *testing.T) {
+	for _, limit := range []throttletest.Limit{
+		{Algorithm: throttletest.FixedWindow, N: 5, Per: time.Second},
+		{Algorithm: throttletest.SlidingLog, N: 5, Per: time.Second},
+	} {
+		for _, ietf := range []bool{false, true} {
+			for _, seed := range []int64{0, 4} {
+				t.Run(fmt.Sprint(limit.Algorithm, "/ietf=", ietf, "/seed", seed), func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{limit},
+							XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true}, seed))
+						rt := throttle.New(api)
+						defer rt.Close()
+						took := job(t, rt, 200)
+						ideal := 39 * time.Second // (200 - 5) / 5
+						seen := api.Stats().Total.Throttled
+						t.Logf("took %v (%.3fx the ideal), %d refused", took, took.Seconds()/ideal.Seconds(), seen)
+						assert.LessOrEqual(t, seen, int64(25), "the first burst's, and few more")
+						assert.LessOrEqual(t, took.Seconds(), 1.15*ideal.Seconds())
+					})
+				})
+			}
+		}
+	}
+}
+
 // A second transport that joins a job on the same bucket 5 s in, told by
 // either form of headers, shares it without starving the first: the two
 // end within 1.05x the ideal of both jobs (regression: the joiner's first
