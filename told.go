@@ -90,11 +90,16 @@ import (
 // after episode, each within two of the quota's length of the one before,
 // whatever its measured rate, is told again from what follows; so is a
 // "log" (a sliding counter looks like one, but refuses what a log would
-// take), but for one that came from a window refused after its reset. A
+// take), but for one that came from a window refused after its reset, and,
+// while no others were ever seen spending the quota, at its first refusal
+// (alone, the key's count of its own is exact: a log would not refuse). A
 // "log" is told again, too, when Remaining is more than a log could hold:
 // ours answered within the window's length are still counted in it (see
-// notALog). Small quotas spent within a few round trips show neither kind
-// plainly at first.
+// notALog); and a "window" whose first reading after a reset shows it not
+// back to whole, no others ever seen (a sliding counter, whose count of the
+// window before decays evenly, is back to half or more some way into the
+// next window). Small quotas spent within a few round trips show neither
+// kind plainly at first.
 //
 // The mirror begins with the first reading on an answer the server
 // accepted. A server that sends its headers on refusals only says only
@@ -232,7 +237,13 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		// new measurement; episodes that keep coming show no bucket. Nor
 		// a log, which the key counts exactly: a sliding counter, whose
 		// count of the window before decays evenly whatever reached it
-		// when, looks like a log but refuses what a log would take.
+		// when, looks like a log but refuses what a log would take. A
+		// log never seen spent by others is told again at its first
+		// refusal: alone, the key's count of its own is exact, and a log
+		// would not have refused (regression: a sliding counter of 200 a
+		// second, told by IETF fields, taken for a log at its first
+		// reset, was refused and paused a second at every reset until
+		// the third).
 		if m.kind == kindBucket {
 			m.rate *= slowFactor
 		}
@@ -242,7 +253,7 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 			m.recurred = 0
 		}
 		m.refusedAdm, m.refusedAt, m.markAt = admitted, now, 0
-		if m.recurred >= retellAfter {
+		if m.recurred >= retellAfter || m.kind == kindLog && m.othersSeen == 0 {
 			m.retell()
 		}
 	} else if m.kind == kindWindow && m.rollAdm > 0 && adm > m.rollAdm && (m.rolled || adm <= m.blindAdm) &&
@@ -332,6 +343,19 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		}
 		m.earlyAt = now
 	}
+	if m.kind == kindWindow && m.rolled && accepted && adm > m.rollAdm && !m.backWhole(r, admitted-m.rollAdm) {
+		// The first reading after a reset, of a request sent after it,
+		// shows the window not given back whole, and no others were
+		// ever seen spending it: it was never a window. A sliding
+		// counter, whose count of the window before decays evenly, is
+		// back to half or more some way into its next window, as a
+		// window that others spent some of (regression: taken for a
+		// window, a counter of 100 a second told by IETF fields, which
+		// say its reset is a second away, was sent what remained at each
+		// reset and then nothing until the next: 2.0x the ideal in one
+		// run in five).
+		m.retell()
+	}
 	switch {
 	case m.leftAt == 0,
 		m.kind == kindBucket && adm >= m.leftAdm,
@@ -361,6 +385,16 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 			m.resetAt = at // the tightest: a reset rounded up is late by less than a second
 		}
 	}
+}
+
+// backWhole reports whether Remaining, r, read after a reset, with since of
+// ours admitted after that reset, is what a window back to whole would
+// show: the limit less ours, within an eighth of it (at least minDepth),
+// or less, if others were ever seen spending the quota (they may have
+// spent some of the new window already).
+func (m *told) backWhole(r int, since uint64) bool {
+	return m.othersSeen != 0 || since >= uint64(max(m.limit, 0)) ||
+		int64(r)+int64(since)+int64(max(minDepth, m.limit/8)) >= int64(m.limit)
 }
 
 // earlyReset reports whether Remaining, r, read at now with inflight of

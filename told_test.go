@@ -785,6 +785,36 @@ func TestSmallQuotaIsNotTakenForABucket(t *testing.T) {
 	}
 }
 
+// A sliding counter (100 a second), told by the IETF fields, whose reset
+// (t) says a second away, is taken for neither a window nor a log for
+// long: it gives back evenly as its count of the window before decays, so
+// a reading some way past a reset shows half the limit or more back, as a
+// window would, but not all of it, and a log's count of the key's own
+// requests does not hold it. Regression: taken for a window, the key sent
+// what remained at each reset and nothing until the next (seed 4: 2.0x
+// the ideal); taken for a log, it was refused and paused a second at every
+// reset until the third refusal told it again (seed 0: 1.36x, 75
+// refusals).
+func TestSlidingCounterIsToldFromAWindowAndALog(t *testing.T) {
+	for _, seed := range []int64{0, 4} {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{
+					{Algorithm: throttletest.SlidingCounter, N: 100, Per: time.Second},
+				}, IETF: true, HeadersOnSuccess: true}, seed))
+				rt := throttle.New(api)
+				defer rt.Close()
+				took := job(t, rt, 2000)
+				ideal := 1900 * time.Second / 99 // 100 at once, then 99 a second (see throttletest's doc)
+				seen := api.Stats().Total.Throttled
+				t.Logf("took %v (%.3fx the ideal), %d refused", took, took.Seconds()/ideal.Seconds(), seen)
+				assert.LessOrEqual(t, took.Seconds(), 1.2*ideal.Seconds())
+				assert.LessOrEqual(t, seen, int64(20))
+			})
+		})
+	}
+}
+
 // A second transport that joins a job on the same bucket 5 s in, told by
 // either form of headers, shares it without starving the first: the two
 // end within 1.05x the ideal of both jobs (regression: the joiner's first

@@ -9,7 +9,11 @@ import "time"
 // and minReads answers before:
 //
 //   - a jump back to about the limit across the stated reset, after a span
-//     that gave nothing back, shows a window;
+//     that gave nothing back, shows a window: to the limit less ours since
+//     the reset, or, once others were seen spending the quota, to half
+//     the limit or more (a sliding counter, whose count of the window
+//     before decays evenly, is back to half its limit half way into the
+//     next);
 //   - across that reset, Remaining that a log of ours explains, far below
 //     a window back to whole, shows a log at once (see gaveBackAsALog);
 //   - a climb before the reset, no more than a log would have given back of
@@ -68,7 +72,7 @@ func (m *told) measure(now time.Duration, r int, inflight int64, since uint64) {
 		echo = int64(m.echoes(m.markAt, now)) // only more than a log gives back shows a bucket
 	}
 	switch {
-	case m.passed && m.still && back >= int64(m.limit/2) && m.kind == kindUnknown:
+	case m.passed && m.still && back >= int64(m.limit/2) && m.kind == kindUnknown && m.backWhole(r, since):
 		m.kind = kindWindow // nothing back before the reset, everything at it
 	case m.passed:
 	case back > noise && back <= noise+echo && m.kind != kindLog &&
