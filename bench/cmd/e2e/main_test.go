@@ -33,6 +33,9 @@ func TestIdeal(t *testing.T) {
 		{"halving after the last", halving, 1020, 5 * time.Second},
 		{"halving before the last", halving, 1021, 5010 * time.Millisecond},
 		{"halving, all in the burst", halving, 20, 0},
+		// 100 at once, then 99 a second.
+		{"counter", quota{algo: throttletest.SlidingCounter, n: 100, per: time.Second}, 4000, 3900 * time.Second / 99},
+		{"counter, one window", quota{algo: throttletest.SlidingCounter, n: 100, per: time.Second}, 100, 0},
 	}
 	for _, tt := range tests {
 		if got := tt.q.ideal(tt.records); got != tt.want {
@@ -61,7 +64,7 @@ func TestPolicyScale(t *testing.T) {
 
 func TestPick(t *testing.T) {
 	for filter, want := range map[string]int{
-		"":             49,
+		"":             51,
 		"bucket,date":  4,
 		"seconds,date": 6, // the quiet six
 		"noisy":        5,
@@ -69,13 +72,13 @@ func TestPick(t *testing.T) {
 		"bucket":       2,
 		"fixed":        3,
 		"sliding":      2,
-		"untold":       38,
-		"untold-real":  11,
+		"untold":       40,
+		"untold-real":  13,
 		"untold-log":   3,
 		"distant":      9,
 		"halving":      3,
 		"2procs":       6,
-		"xrl":          10,
+		"xrl":          11,
 	} {
 		if got := len(pickScenarios(filter)); got != want {
 			t.Errorf("%q: %d scenarios, want %d", filter, got, want)
@@ -242,12 +245,12 @@ func TestUntoldScenarios(t *testing.T) {
 			t.Errorf("%s: no target", sc.name)
 		}
 	}
-	if forms[xRateLimit] != 11 || forms[ietfHeaders] != 12 || forms[noHeaders] != 13 || forms[xRateLimitRefusals] != 2 {
-		t.Errorf("header forms %v, want 11, 12, 13 and 2", forms)
+	if forms[xRateLimit] != 12 || forms[ietfHeaders] != 13 || forms[noHeaders] != 13 || forms[xRateLimitRefusals] != 2 {
+		t.Errorf("header forms %v, want 12, 13, 13 and 2", forms)
 	}
 	for _, sc := range pickScenarios("untold-real") {
 		cfg := sc.config(4000, 0)
-		noisy := cfg.Unavailable > 0 || cfg.RetryAfter == throttletest.RetryAfterNone || cfg.RetryAfter == throttletest.RetryAfterDate || sc.headers == xRateLimitRefusals || sc.procs > 1
+		noisy := cfg.Unavailable > 0 || cfg.RetryAfter == throttletest.RetryAfterNone || cfg.RetryAfter == throttletest.RetryAfterDate || sc.headers == xRateLimitRefusals || sc.procs > 1 || sc.quota.isCounter()
 		if !noisy {
 			t.Errorf("%s: nothing of a real API's", sc.name)
 		}

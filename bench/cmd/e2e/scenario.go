@@ -12,7 +12,7 @@ import (
 )
 
 // A quota is the server's limit in one scenario: a token bucket (Rate, Burst) or a
-// window of N requests per Per (fixed or sliding log).
+// window of N requests per Per (fixed, sliding log or sliding counter).
 type quota struct {
 	algo  throttletest.Algorithm
 	rate  float64 // token bucket: requests per second
@@ -25,6 +25,11 @@ type quota struct {
 }
 
 func (q quota) isBucket() bool { return q.algo == throttletest.TokenBucket }
+
+// isCounter reports whether the quota is a sliding counter, which admits N
+// at once but only N-1 per Per for ever (throttletest's doc): its estimate
+// counts the window before's requests too.
+func (q quota) isCounter() bool { return q.algo == throttletest.SlidingCounter }
 
 func (q quota) String() string {
 	if q.isBucket() {
@@ -47,6 +52,9 @@ func (q quota) policy(scale float64) throttle.Policy {
 	if q.isBucket() {
 		return throttle.Policy{Rate: rate.Limit(q.rate * scale), Burst: q.burst}
 	}
+	if q.isCounter() {
+		return throttle.Policy{Rate: rate.Limit(float64(q.n-1) / q.per.Seconds() * scale), Burst: 1}
+	}
 	n := int(math.Round(float64(q.n) * scale))
 	return throttle.Policy{Windows: []throttle.Window{{N: n, Per: q.per}}}
 }
@@ -54,10 +62,14 @@ func (q quota) policy(scale float64) throttle.Policy {
 // limiter is the x/time/rate limiter a go-retryablehttp user would set to the
 // quota. A bucket maps one to one. A window of N per Per becomes N/Per per second
 // with a burst of 1: a burst of N would send up to 2N in the first Per, which
-// neither a fixed window nor a sliding log allows.
+// neither a fixed window nor a sliding log allows. A sliding counter's is N-1
+// per Per, with a burst of 1.
 func (q quota) limiter() *rate.Limiter {
 	if q.isBucket() {
 		return rate.NewLimiter(rate.Limit(q.rate), q.burst)
+	}
+	if q.isCounter() {
+		return rate.NewLimiter(rate.Limit(float64(q.n-1)/q.per.Seconds()), 1)
 	}
 	return rate.NewLimiter(rate.Limit(float64(q.n)/q.per.Seconds()), 1)
 }
@@ -71,6 +83,8 @@ func (q quota) limiter() *rate.Limiter {
 //     (ceil(records/N) - 1) * Per. A fixed window aligned to the clock may let a
 //     greedy client finish up to one Per sooner, depending on where in its
 //     window the run starts; the formula counts the sliding-log (worst) case;
+//   - a sliding counter: N at once, then N-1 each Per, so
+//     (records - N) / (N-1) * Per;
 //   - a token bucket whose rate halves: see halvingIdeal.
 func (q quota) ideal(records int) time.Duration {
 	if q.isBucket() && q.halveAfter > 0 {
@@ -79,6 +93,9 @@ func (q quota) ideal(records int) time.Duration {
 	if q.isBucket() {
 		d := float64(max(records-q.burst, 0)) / q.rate
 		return time.Duration(d * float64(time.Second))
+	}
+	if q.isCounter() && q.n > 1 {
+		return time.Duration(float64(max(records-q.n, 0)) / float64(q.n-1) * float64(q.per))
 	}
 	windows := (records + q.n - 1) / q.n
 	return time.Duration(max(windows-1, 0)) * q.per

@@ -122,10 +122,13 @@ func untoldScenarios() []scenario {
 // headers; Retry-After as an HTTP-date without headers (names end in
 // "gmt": "date" would be picked by the quiet set's filters); random 503s (2%, Retry-After: 1 s) behind quota headers on every
 // answer; two processes on one key of a fixed window or a log told by
-// headers, which the steady rows have only for a token bucket. Their names
+// headers, which the steady rows have only for a token bucket; a sliding
+// counter (Cloudflare's, and many a Redis limiter's), told by either form of
+// headers. Their names
 // start with "untold-real", and they run first, so that -scenario
 // untold-real picks them and the steady rows keep their order.
 func realScenarios(bucket, fixed, sliding quota) []scenario {
+	counter := quota{algo: throttletest.SlidingCounter, n: 100, per: time.Second}
 	unavailable := noise{arrivalJitter: untoldJitter, unavailable: 0.02, unavailableRetryAfter: time.Second}
 	plain := noise{arrivalJitter: untoldJitter}
 	all := []scenario{
@@ -140,6 +143,8 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 		{name: "untold-real-2procs-window-xrl", quota: fixed, headers: xRateLimit, noise: plain, procs: 2},
 		{name: "untold-real-2procs-window-ietf", quota: fixed, headers: ietfHeaders, noise: plain, procs: 2},
 		{name: "untold-real-2procs-log-ietf", quota: sliding, headers: ietfHeaders, noise: plain, procs: 2},
+		{name: "untold-real-counter-xrl", quota: counter, headers: xRateLimit, noise: plain},
+		{name: "untold-real-counter-ietf", quota: counter, headers: ietfHeaders, noise: plain},
 	}
 	for i := range all {
 		sc := &all[i]
