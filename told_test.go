@@ -723,6 +723,23 @@ func runSharedQuota(t *testing.T, q sharedQuota, seed int64) (r sharedRun) {
 	return r
 }
 
+// toldJob runs job's n requests, in a synctest bubble, through a transport
+// told nothing, against limit with quota headers on every answer (the IETF
+// fields, or X-RateLimit-*) and seed's noise nearby: it returns the time
+// taken over ideal, and the requests the server refused.
+func toldJob(t *testing.T, limit throttletest.Limit, ietf bool, seed int64, n int, ideal time.Duration) (x float64, refused int64) {
+	t.Helper()
+	api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{limit},
+		XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true}, seed))
+	rt := throttle.New(api)
+	defer rt.Close()
+	took := job(t, rt, n)
+	refused = api.Stats().Total.Throttled
+	x = took.Seconds() / ideal.Seconds()
+	t.Logf("took %v (%.3fx the ideal), %d refused", took, x, refused)
+	return x, refused
+}
+
 // A slow bucket (5 a second, 5 deep) told by either form of headers is
 // told from a window: a job that spends it in each second after a pause
 // sees Remaining fall slower than its requests, within the second a reset
@@ -734,17 +751,10 @@ func TestSlowBucketIsToldFromAWindow(t *testing.T) {
 		for seed := range int64(2) {
 			t.Run(fmt.Sprint("ietf=", ietf, "/seed", seed), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					api := throttletest.NewAPI(nearby(throttletest.Config{
-						Limits:     []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 5, Burst: 5}},
-						XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true}, seed))
-					rt := throttle.New(api)
-					defer rt.Close()
-					took := job(t, rt, 300)
-					ideal := 59 * time.Second // (300 - 5) / 5
-					seen := api.Stats().Total.Throttled
-					t.Logf("took %v (%.3fx the ideal), %d refused", took, took.Seconds()/ideal.Seconds(), seen)
-					assert.LessOrEqual(t, seen, int64(16), "the first burst's, and few more")
-					assert.LessOrEqual(t, took.Seconds(), 1.05*ideal.Seconds())
+					x, refused := toldJob(t, throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 5, Burst: 5},
+						ietf, seed, 300, 59*time.Second) // (300 - 5) / 5
+					assert.LessOrEqual(t, refused, int64(16), "the first burst's, and few more")
+					assert.LessOrEqual(t, x, 1.05)
 				})
 			})
 		}
@@ -768,16 +778,9 @@ func TestSmallQuotaIsNotTakenForABucket(t *testing.T) {
 			for _, seed := range []int64{0, 4} {
 				t.Run(fmt.Sprint(limit.Algorithm, "/ietf=", ietf, "/seed", seed), func(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {
-						api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{limit},
-							XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true}, seed))
-						rt := throttle.New(api)
-						defer rt.Close()
-						took := job(t, rt, 200)
-						ideal := 39 * time.Second // (200 - 5) / 5
-						seen := api.Stats().Total.Throttled
-						t.Logf("took %v (%.3fx the ideal), %d refused", took, took.Seconds()/ideal.Seconds(), seen)
-						assert.LessOrEqual(t, seen, int64(25), "the first burst's, and few more")
-						assert.LessOrEqual(t, took.Seconds(), 1.15*ideal.Seconds())
+						x, refused := toldJob(t, limit, ietf, seed, 200, 39*time.Second) // (200 - 5) / 5
+						assert.LessOrEqual(t, refused, int64(25), "the first burst's, and few more")
+						assert.LessOrEqual(t, x, 1.15)
 					})
 				})
 			}
@@ -799,17 +802,11 @@ func TestSlidingCounterIsToldFromAWindowAndALog(t *testing.T) {
 	for _, seed := range []int64{0, 4} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{
-					{Algorithm: throttletest.SlidingCounter, N: 100, Per: time.Second},
-				}, IETF: true, HeadersOnSuccess: true}, seed))
-				rt := throttle.New(api)
-				defer rt.Close()
-				took := job(t, rt, 2000)
-				ideal := 1900 * time.Second / 99 // 100 at once, then 99 a second (see throttletest's doc)
-				seen := api.Stats().Total.Throttled
-				t.Logf("took %v (%.3fx the ideal), %d refused", took, took.Seconds()/ideal.Seconds(), seen)
-				assert.LessOrEqual(t, took.Seconds(), 1.2*ideal.Seconds())
-				assert.LessOrEqual(t, seen, int64(20))
+				// 100 at once, then 99 a second (see throttletest's doc).
+				x, refused := toldJob(t, throttletest.Limit{Algorithm: throttletest.SlidingCounter, N: 100, Per: time.Second},
+					true, seed, 2000, 1900*time.Second/99)
+				assert.LessOrEqual(t, x, 1.2)
+				assert.LessOrEqual(t, refused, int64(20))
 			})
 		})
 	}
