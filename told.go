@@ -669,15 +669,23 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 		(!m.still || m.rollAdm > 0 || m.sharedNow(now)) && m.resetAt-m.leftAt >= coarseWait/8:
 		// Spent, and the headers cannot tell a short window from a
 		// bucket, or a log of requests that gives back as they age: one
-		// request tries an eighth of the way to the reset. Refused, it
-		// costs one 429, and the pause it brings lasts to the reset. Not
-		// in the first window when the spread showed nothing given back,
-		// alone: a bucket would have climbed, and a window, a log or a
-		// sliding counter gives back nothing before the first reset
-		// (refused, the try paused the key a whole second past a reset
-		// half that away); after it, a log or a counter gives back
-		// before the next.
-		return max(now, m.leftAt+(m.resetAt-m.leftAt)/8)
+		// request tries an eighth of the way to the reset, from when it
+		// was spent: the last reading or our last request, whichever
+		// came later. Refused, it costs one 429, and the pause it brings
+		// lasts to the reset. Not in the first window when the spread
+		// showed nothing given back, alone: a bucket would have climbed,
+		// and a window, a log or a sliding counter gives back nothing
+		// before the first reset (refused, the try paused the key a
+		// whole second past a reset half that away); after it, a log or
+		// a counter gives back before the next. (Regression: counted
+		// from the last reading, the try went with the request that
+		// spent what that reading left, and a leaky bucket of 200 a
+		// second with one place to wait, whose X-RateLimit-* say 2 per
+		// second, served the one and queued the other: it showed
+		// nothing, and the key sent 2 a second for good, one job in
+		// six.)
+		from := max(m.leftAt, m.spread)
+		return max(now, from+(m.resetAt-from)/8)
 	case m.resetAt > now:
 		return m.resetAt
 	}

@@ -812,6 +812,27 @@ func TestSlidingCounterIsToldFromAWindowAndALog(t *testing.T) {
 	}
 }
 
+// A leaky bucket of 200 a second with one place to wait (Queue 1),
+// told by X-RateLimit-*, which say 2 remain at most, reset in a second, is
+// not taken for a window of 2 a second for good: the request that tries
+// whether it gives back before the reset goes an eighth of the way there
+// from the request that spent it, not with it (served and queued at once,
+// the two showed nothing). Regression: these seeds took 100x the ideal
+// (2 requests a second, to the end) and 7.3x.
+func TestLeakyBucketIsNotTakenForASmallWindow(t *testing.T) {
+	for _, seed := range []int64{7, 10} {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// 2 at once (one served, one waiting), then 200 a second.
+				x, refused := toldJob(t, throttletest.Limit{Algorithm: throttletest.LeakyBucket, Rate: 200, Queue: 1},
+					false, seed, 2000, 1998*time.Second/200)
+				assert.LessOrEqual(t, x, 2.0)
+				assert.LessOrEqual(t, refused, int64(20))
+			})
+		})
+	}
+}
+
 // A second transport that joins a job on the same bucket 5 s in, told by
 // either form of headers, shares it without starving the first: the two
 // end within 1.05x the ideal of both jobs (regression: the joiner's first
