@@ -298,11 +298,10 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		// the answer that said what was left can show so: one sent with
 		// it may have reached the server first and been counted in it
 		// (a small window met by many workers at once; a quota below
-		// minDepth is read from its earliest answers, so its own).
-		// No more than a log would
-		// have given back shows a log; more, a bucket; so does a quota
-		// never seen to hold half its limit, as a log does when first
-		// used (see measure).
+		// minDepth is read from its earliest answers, so its own). No
+		// more than a log would have given back shows a log; more, a
+		// bucket; so does a quota never seen to hold half its limit, as
+		// a log does when first used (see measure).
 		if echo := m.echoes(m.leftAt, now); echo > 0 && int64(r)+1 <= int64(m.left)+inflight+int64(echo) && m.depth >= m.limit/2 {
 			m.kind = kindLog
 		} else {
