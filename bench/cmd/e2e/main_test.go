@@ -33,6 +33,8 @@ func TestIdeal(t *testing.T) {
 		{"halving after the last", halving, 1020, 5 * time.Second},
 		{"halving before the last", halving, 1021, 5010 * time.Millisecond},
 		{"halving, all in the burst", halving, 20, 0},
+		// One served and one waiting at once, then 200 a second.
+		{"leaky", quota{algo: throttletest.LeakyBucket, rate: 200, burst: 2}, 2002, 10 * time.Second},
 		// 100 at once, then 99 a second.
 		{"counter", quota{algo: throttletest.SlidingCounter, n: 100, per: time.Second}, 4000, 3900 * time.Second / 99},
 		{"counter, one window", quota{algo: throttletest.SlidingCounter, n: 100, per: time.Second}, 100, 0},
@@ -64,7 +66,7 @@ func TestPolicyScale(t *testing.T) {
 
 func TestPick(t *testing.T) {
 	for filter, want := range map[string]int{
-		"":             51,
+		"":             53,
 		"bucket,date":  4,
 		"seconds,date": 6, // the quiet six
 		"noisy":        5,
@@ -72,13 +74,13 @@ func TestPick(t *testing.T) {
 		"bucket":       2,
 		"fixed":        3,
 		"sliding":      2,
-		"untold":       40,
-		"untold-real":  13,
+		"untold":       42,
+		"untold-real":  15,
 		"untold-log":   3,
 		"distant":      9,
 		"halving":      3,
-		"2procs":       6,
-		"xrl":          11,
+		"2procs":       7,
+		"xrl":          13,
 	} {
 		if got := len(pickScenarios(filter)); got != want {
 			t.Errorf("%q: %d scenarios, want %d", filter, got, want)
@@ -245,12 +247,12 @@ func TestUntoldScenarios(t *testing.T) {
 			t.Errorf("%s: no target", sc.name)
 		}
 	}
-	if forms[xRateLimit] != 12 || forms[ietfHeaders] != 13 || forms[noHeaders] != 13 || forms[xRateLimitRefusals] != 2 {
-		t.Errorf("header forms %v, want 12, 13, 13 and 2", forms)
+	if forms[xRateLimit] != 14 || forms[ietfHeaders] != 13 || forms[noHeaders] != 13 || forms[xRateLimitRefusals] != 2 {
+		t.Errorf("header forms %v, want 14, 13, 13 and 2", forms)
 	}
 	for _, sc := range pickScenarios("untold-real") {
 		cfg := sc.config(4000, 0)
-		noisy := cfg.Unavailable > 0 || cfg.RetryAfter == throttletest.RetryAfterNone || cfg.RetryAfter == throttletest.RetryAfterDate || sc.headers == xRateLimitRefusals || sc.procs > 1 || sc.quota.isCounter()
+		noisy := cfg.Unavailable > 0 || cfg.RetryAfter == throttletest.RetryAfterNone || cfg.RetryAfter == throttletest.RetryAfterDate || sc.headers == xRateLimitRefusals || sc.procs > 1 || sc.quota.isCounter() || sc.quota.algo == throttletest.LeakyBucket
 		if !noisy {
 			t.Errorf("%s: nothing of a real API's", sc.name)
 		}
@@ -384,5 +386,13 @@ func TestUntoldTableHeadings(t *testing.T) {
 	want := "### untold-halving-ietf: token-bucket 200/s burst 20, then 100/s from half its ideal, Retry-After as seconds;"
 	if s := b.String(); !strings.HasPrefix(s, want) || !strings.Contains(s, "; 4000 records, ideal 29.85s (the rate halves at 9.95s); worst of 3 runs\n") {
 		t.Errorf("table:\n%s\nwant it to start with %q and say when the rate halves", s, want)
+	}
+}
+
+// A leaky bucket's burst is its places: the one served and those that wait.
+func TestLeakyLimit(t *testing.T) {
+	l := quota{algo: throttletest.LeakyBucket, rate: 200, burst: 2}.limit()
+	if l.Algorithm != throttletest.LeakyBucket || l.Rate != 200 || l.Queue != 1 {
+		t.Errorf("limit %+v, want a leaky bucket of 200/s with 1 place to wait", l)
 	}
 }

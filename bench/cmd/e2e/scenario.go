@@ -11,8 +11,10 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// A quota is the server's limit in one scenario: a token bucket (Rate, Burst) or a
-// window of N requests per Per (fixed, sliding log or sliding counter).
+// A quota is the server's limit in one scenario: a bucket (Rate, Burst: a token
+// bucket's depth, or a leaky bucket's places, the one served and those that
+// wait) or a window of N requests per Per (fixed, sliding log or sliding
+// counter).
 type quota struct {
 	algo  throttletest.Algorithm
 	rate  float64 // token bucket: requests per second
@@ -24,7 +26,9 @@ type quota struct {
 	halveAfter time.Duration
 }
 
-func (q quota) isBucket() bool { return q.algo == throttletest.TokenBucket }
+func (q quota) isBucket() bool {
+	return q.algo == throttletest.TokenBucket || q.algo == throttletest.LeakyBucket
+}
 
 // isCounter reports whether the quota is a sliding counter, which admits N
 // at once but only N-1 per Per for ever (throttletest's doc): its estimate
@@ -40,6 +44,9 @@ func (q quota) String() string {
 
 // limit is the quota as the fake server applies it.
 func (q quota) limit() throttletest.Limit {
+	if q.algo == throttletest.LeakyBucket {
+		return throttletest.Limit{Algorithm: q.algo, Rate: q.rate, Queue: max(q.burst-1, 0)}
+	}
 	if q.isBucket() {
 		return throttletest.Limit{Algorithm: q.algo, Rate: q.rate, Burst: q.burst}
 	}

@@ -124,11 +124,14 @@ func untoldScenarios() []scenario {
 // answer; two processes on one key of a fixed window or a log told by
 // headers, which the steady rows have only for a token bucket; a sliding
 // counter (Cloudflare's, and many a Redis limiter's), told by either form of
-// headers. Their names
+// headers; a leaky bucket of 200 a second with one place to wait (nginx's
+// limit_req with burst=1), whose X-RateLimit-* say 2 remain at most, alone
+// and shared by two processes. Their names
 // start with "untold-real", and they run first, so that -scenario
 // untold-real picks them and the steady rows keep their order.
 func realScenarios(bucket, fixed, sliding quota) []scenario {
 	counter := quota{algo: throttletest.SlidingCounter, n: 100, per: time.Second}
+	leaky := quota{algo: throttletest.LeakyBucket, rate: 200, burst: 2} // one served, one waiting
 	unavailable := noise{arrivalJitter: untoldJitter, unavailable: 0.02, unavailableRetryAfter: time.Second}
 	plain := noise{arrivalJitter: untoldJitter}
 	all := []scenario{
@@ -145,6 +148,8 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 		{name: "untold-real-2procs-log-ietf", quota: sliding, headers: ietfHeaders, noise: plain, procs: 2},
 		{name: "untold-real-counter-xrl", quota: counter, headers: xRateLimit, noise: plain},
 		{name: "untold-real-counter-ietf", quota: counter, headers: ietfHeaders, noise: plain},
+		{name: "untold-real-leaky-xrl", quota: leaky, headers: xRateLimit, noise: plain},
+		{name: "untold-real-2procs-leaky-xrl", quota: leaky, headers: xRateLimit, noise: plain, procs: 2},
 	}
 	for i := range all {
 		sc := &all[i]
