@@ -723,8 +723,8 @@ func runSharedQuota(t *testing.T, q sharedQuota, seed int64) (r sharedRun) {
 	return r
 }
 
-// toldJob runs job's n requests, in a synctest bubble, through a transport
-// told nothing, against limit with quota headers on every answer (the IETF
+// toldJob runs job's n requests (called inside a synctest bubble) through
+// a transport told nothing, against limit with quota headers on every answer (the IETF
 // fields, or X-RateLimit-*) and seed's noise nearby: it returns the time
 // taken over ideal, and the requests the server refused.
 func toldJob(t *testing.T, limit throttletest.Limit, ietf bool, seed int64, n int, ideal time.Duration) (x float64, refused int64) {

@@ -395,4 +395,7 @@ func TestLeakyLimit(t *testing.T) {
 	if l.Algorithm != throttletest.LeakyBucket || l.Rate != 200 || l.Queue != 1 {
 		t.Errorf("limit %+v, want a leaky bucket of 200/s with 1 place to wait", l)
 	}
+	if s := (quota{algo: throttletest.LeakyBucket, rate: 200, burst: 2}).String(); s != "leaky-bucket 200/s, 1 waiting at most" {
+		t.Errorf("String() = %q", s)
+	}
 }

@@ -36,6 +36,9 @@ func (q quota) isBucket() bool {
 func (q quota) isCounter() bool { return q.algo == throttletest.SlidingCounter }
 
 func (q quota) String() string {
+	if q.algo == throttletest.LeakyBucket {
+		return fmt.Sprintf("%s %g/s, %d waiting at most", q.algo, q.rate, max(q.burst-1, 0))
+	}
 	if q.isBucket() {
 		return fmt.Sprintf("%s %g/s burst %d", q.algo, q.rate, q.burst)
 	}
