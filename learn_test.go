@@ -199,11 +199,17 @@ func TestTwoTransportsShareAQuotaUntold(t *testing.T) {
 				// Shares split at the first collisions stay uneven: over
 				// 180 runs of these seeds (and 90 under -race), the
 				// slower took 8-50% of the quota from 5 s to 10 s, and
-				// the whole job 1.0-1.8x its ideal (mean 1.21x).
+				// the whole job 1.0-1.8x its ideal (mean 1.21x). A run in
+				// a hundred or so goes to 2.0x: the slower process, left
+				// with most of its half when the other ends at about
+				// 11 s, probes up to the whole quota a step a test (3 of
+				// 180 -race runs at a70e1b7, 1 of 180 at 70fc537; a
+				// fresh-clone CI run met 2.004x). The bound is set above
+				// that mode; starving is what mid checks.
 				for i := range mid {
 					assert.GreaterOrEqual(t, mid[i], int64(0.05*5*200), "neither starves")
 				}
-				assert.LessOrEqual(t, total.Seconds(), 2*ideal.Seconds())
+				assert.LessOrEqual(t, total.Seconds(), 2.1*ideal.Seconds())
 			})
 		})
 	}
