@@ -98,8 +98,9 @@ import (
 // notALog); and a "window" whose first reading after a reset shows it not
 // back to whole, no others ever seen (a sliding counter, whose count of the
 // window before decays evenly, is back to half or more some way into the
-// next window). Small quotas spent within a few round trips show neither
-// kind plainly at first.
+// next window), or, others seen and the window's length stated, not back
+// to half (see backWhole). Small quotas spent within a few round trips
+// show neither kind plainly at first.
 //
 // The mirror begins with the first reading on an answer the server
 // accepted. A server that sends its headers on refusals only says only
@@ -388,12 +389,23 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 
 // backWhole reports whether Remaining, r, read after a reset, with since of
 // ours admitted after that reset, is what a window back to whole would
-// show: the limit less ours, within an eighth of it (at least minDepth),
-// or less, if others were ever seen spending the quota (they may have
-// spent some of the new window already).
+// show: the limit less ours, within an eighth of it (at least minDepth).
+// If others were ever seen spending the quota, they may have spent some of
+// the new window already: then half the limit, less ours, will do; and
+// anything, without a window's length stated (RateLimit-Policy's w), as
+// the key then holds a window to what a log would hold too (see
+// logBound). With it stated, the key sends a window's all at its reset:
+// a quota that others share and that is back to less than half at the
+// first reading after a reset gives back as a sliding counter does, as
+// the window before decays, and is no window.
 func (m *told) backWhole(r int, since uint64) bool {
-	return m.othersSeen != 0 || since >= uint64(max(m.limit, 0)) ||
-		int64(r)+int64(since)+int64(max(minDepth, m.limit/8)) >= int64(m.limit)
+	switch {
+	case since >= uint64(max(m.limit, 0)):
+		return true
+	case m.othersSeen != 0:
+		return m.period == 0 || int64(r)+int64(since) >= int64(m.limit/2)
+	}
+	return int64(r)+int64(since)+int64(max(minDepth, m.limit/8)) >= int64(m.limit)
 }
 
 // earlyReset reports whether Remaining, r, read at now with inflight of
