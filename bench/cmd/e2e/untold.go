@@ -124,7 +124,7 @@ func untoldScenarios() []scenario {
 // answer; two processes on one key of a fixed window or a log told by
 // headers, which the steady rows have only for a token bucket; a sliding
 // counter (Cloudflare's, and many a Redis limiter's), told by either form of
-// headers; a leaky bucket of 200 a second with one place to wait (nginx's
+// headers, and shared by two processes, told by IETF fields; a leaky bucket of 200 a second with one place to wait (nginx's
 // limit_req with burst=1), whose X-RateLimit-* say 2 remain at most, alone
 // and shared by two processes. Their names
 // start with "untold-real", and they run first, so that -scenario
@@ -148,6 +148,7 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 		{name: "untold-real-2procs-log-ietf", quota: sliding, headers: ietfHeaders, noise: plain, procs: 2},
 		{name: "untold-real-counter-xrl", quota: counter, headers: xRateLimit, noise: plain},
 		{name: "untold-real-counter-ietf", quota: counter, headers: ietfHeaders, noise: plain},
+		{name: "untold-real-2procs-counter-ietf", quota: counter, headers: ietfHeaders, noise: plain, procs: 2},
 		{name: "untold-real-leaky-xrl", quota: leaky, headers: xRateLimit, noise: plain},
 		{name: "untold-real-2procs-leaky-xrl", quota: leaky, headers: xRateLimit, noise: plain, procs: 2},
 	}
