@@ -203,6 +203,9 @@ type told struct {
 	others     int64           // others' requests in the log at the last reading
 	othersAt   time.Duration   // when that was: all have left the log a window's length later
 	othersSet  time.Duration   // when a reading set others (see read)
+	logPace    time.Duration   // when a shared log's next request may go (see lowerBound)
+	shareRem   int             // Remaining in the answer to the latest admission read
+	shareAdm   uint64          // that admission
 
 	shownKind string  // what EventPace last said
 	shownRate float64 //
@@ -276,6 +279,9 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		return
 	}
 	r := q.Remaining
+	if adm >= m.shareAdm {
+		m.shareRem, m.shareAdm = r, adm
+	}
 	if q.HasLimit && q.Limit > 0 {
 		m.limit = q.Limit
 	}
@@ -324,6 +330,12 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 		// within two round trips of one that said more is taken for an
 		// answer that overtook a later one: the later one's count stands.
 		others := max(0, int64(m.limit-r)-ours)
+		if accepted && others > othersShown {
+			// Others are seen spending it: a log gives back as much as it
+			// took of theirs, a window's length before, so Remaining
+			// seldom falls by more than ours, as spentByOthers would see.
+			m.othersSeen = now
+		}
 		if others >= m.others || now-m.othersSet >= 2*m.rtt || !m.sharedNow(now) {
 			m.others, m.othersSet = others, now
 		}
@@ -628,6 +640,17 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 		need = max(min(need+hold, float64(m.depth)), need)
 	}
 	t := m.tokens(now, inflight)
+	if m.kind == kindLog && m.othersSeen != 0 && t >= need && inflight > 0 &&
+		float64(m.shareRem)/2-float64(admitted-m.shareAdm) < need {
+		// Others spend it too, or did: each key takes half of what the
+		// latest reading says remains, then reads again, so that keys
+		// that woke together do not each send what the log holds. They
+		// are seldom seen again once both spend it: what the log gives
+		// back hides theirs (regression: two transports on a log of 200 a
+		// second, each spent it at once at every wake and was refused,
+		// and paused a second, about once a second: 33-36 429s of 4,000).
+		return holdsForAnswer
+	}
 	switch {
 	case t >= need && ahead == 0 && m.kind == kindUnknown && m.coarse && m.resetAt > now && m.sharedNow(now):
 		// Others spend it too: what is left goes over half the time that
@@ -659,6 +682,18 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 		// refused later was refused at every wake, and gave up). What
 		// binds the rest (the log bound) still does.
 		return max(now, m.spread+time.Duration(float64(m.resetAt-now)/float64(int64(m.left)-inflight)))
+	case t >= need && m.kind == kindLog && m.othersSeen != 0 && m.length() > 0 && m.limit > 0:
+		// Others spend it too, or did: no faster than its limit per
+		// window's length, evenly, but to catch up an eighth of a window
+		// late (see took). A log gives back as it was spent: keys that
+		// spend what it frees at once spend it in bursts for ever, and
+		// collide at each; and a sliding counter, which weighs the window
+		// before by how much of it is still within a window's length,
+		// still holds some of a burst sent more than a window's length
+		// before, which a log's count takes for others' (regression: a
+		// key left alone on a counter of 100 a second, taken for a log,
+		// sent what it freed at once, 55 a second for good).
+		return max(now, m.logPace+time.Duration(ahead)*(m.length()/time.Duration(m.limit)))
 	case t >= need:
 		return now
 	case m.kind == kindLog:
@@ -717,6 +752,9 @@ func later(now time.Duration, secs float64) time.Duration {
 // on their way.
 func (m *told) took(now time.Duration, inflight int64, n int) {
 	m.spread = now
+	if p := m.length(); m.kind == kindLog && p > 0 && m.limit > 0 {
+		m.logPace = max(m.logPace, now-p/8) + time.Duration(n)*(p/time.Duration(m.limit))
+	}
 	m.sent += uint64(n)
 	if m.limit <= maxCounted && (m.kind != kindWindow || m.length() <= maxCounting) {
 		m.sends = keep(m.sends, now-m.length()-time.Second)

@@ -524,10 +524,16 @@ func TestTwoTransportsShareAQuotaByItsHeaders(t *testing.T) {
 		// requests on their way as many as its own, and a reading that
 		// an earlier one overtook does not lower what it counts of the
 		// other's (regression: two keys that woke together each sent
-		// what the log held, and drew 47-83 429s of 2,000). Not yet
-		// within the slack, nor the 0.8%: see the README.
-		{name: "sliding-log/ietf", limit: log, ietf: true, ideal: 9 * time.Second, refused: 60},
-		{name: "sliding-log/x-ratelimit", limit: log, ideal: 9 * time.Second, refused: 60},
+		// what the log held, and drew 47-83 429s of 2,000). Others once
+		// seen, a key sends no faster than the log's limit per window's
+		// length, evenly, and takes half of what the latest reading says
+		// remains, then reads again: keys that spent what the log freed
+		// at once spent it in bursts at every wake, and collided at each
+		// (regression: told by IETF fields, 20-25 429s, 5-6 now; by
+		// X-RateLimit-*, whose log is first taken for a window, 34-47,
+		// 16-31 now). Not yet within the slack: see the README.
+		{name: "sliding-log/ietf", limit: log, ietf: true, ideal: 9 * time.Second, refused: 15},
+		{name: "sliding-log/x-ratelimit", limit: log, ideal: 9 * time.Second, refused: 40},
 		// A fixed window told in whole seconds: each spreads its count
 		// over the time to the reset (regression: the one refused later
 		// woke, by its whole-second waits, at the same point of every
@@ -820,7 +826,11 @@ func TestSlidingCounterIsToldFromAWindowAndALog(t *testing.T) {
 // as a counter does, as the window before decays. Regression: both took
 // it for a window, sent what remained at each reset and nothing until the
 // next (every other second), and took 1.9x the ideal of both jobs, one run
-// in eight; or 1.4-1.6x, with a hundred refusals or more.
+// in eight; or 1.4-1.6x, with a hundred refusals or more. Nor does a key
+// that takes it for a log, others seen, send what the log frees at once:
+// the counter still weighs a burst sent more than a window's length
+// before, and the log's count took that for others' (regression: the key
+// left alone sent 55 a second for good, 1.24-1.27x and 60-77 refusals).
 func TestTwoTransportsShareASlidingCounter(t *testing.T) {
 	counter := throttletest.Limit{Algorithm: throttletest.SlidingCounter, N: 100, Per: time.Second}
 	for seed := range int64(8) {
@@ -830,7 +840,8 @@ func TestTwoTransportsShareASlidingCounter(t *testing.T) {
 			x := r.took.Seconds() / (3900 * time.Second / 99).Seconds()
 			t.Logf("took %v (%.3fx the ideal), %d refused", r.took, x, r.refused)
 			assert.Zero(t, r.failed)
-			assert.LessOrEqual(t, x, 1.35)
+			assert.LessOrEqual(t, x, 1.2)
+			assert.LessOrEqual(t, r.refused, int64(30))
 		})
 	}
 }
