@@ -139,6 +139,7 @@ const (
 	maxCounting = 10 * time.Second // and a window of at most this long, counted exactly
 	othersShown = 16               // Remaining fell by this many more than ours: others spend the quota
 	reserveFor  = time.Second / 4  // a bucket's tokens held back are at most what it refills in this long
+	regrowAfter = 5 * time.Second  // a bucket unrefused this long, full at both ends of a span, is probed quickly again
 )
 
 // wantsQuota reports whether the headers of the answer to admission adm

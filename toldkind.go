@@ -112,9 +112,14 @@ func (m *told) measure(now time.Duration, r int, inflight int64, since uint64) {
 		m.rate = max(m.rate, float64(back)/dt.Seconds())
 		if fuller {
 			// Probing: quickly until the first refusal, then by a
-			// twentieth per quiet second.
+			// twentieth per quiet second, and quickly again once
+			// regrowAfter passed unrefused: the others that spent it
+			// left (regression: two transports on a leaky bucket of 200
+			// a second with one place to wait, the one starved while the
+			// other took it measured 1 a second, and took 20 s after the
+			// other's end to climb back; 5.8x the ideal of both jobs).
 			switch {
-			case m.refusedAt == 0:
+			case m.refusedAt == 0 || now-m.refusedAt >= regrowAfter:
 				m.rate *= 1.25
 			case now-m.refusedAt >= time.Second && now-m.raisedAt >= time.Second:
 				m.rate *= 1.05
