@@ -840,7 +840,10 @@ func TestTwoTransportsShareASlidingCounter(t *testing.T) {
 			x := r.took.Seconds() / (3900 * time.Second / 99).Seconds()
 			t.Logf("took %v (%.3fx the ideal), %d refused", r.took, x, r.refused)
 			assert.Zero(t, r.failed)
-			assert.LessOrEqual(t, x, 1.2)
+			// 1.06-1.15x nearly always; a fresh-clone CI run under
+			// -race met 1.22x, with 11 refused. The refusals tell the
+			// log's bursts (60-77 at 5b3d37f, at 1.24-1.27x).
+			assert.LessOrEqual(t, x, 1.3)
 			assert.LessOrEqual(t, r.refused, int64(30))
 		})
 	}
