@@ -36,7 +36,11 @@ import (
 //     of its requests within a window's length and a round trip, whatever
 //     the order of the answers. While others spend it too, it counts as
 //     many of theirs on their way as it has of its own, and an answer
-//     overtaken by a later one does not lower its count of theirs;
+//     overtaken by a later one does not lower its count of theirs. Once
+//     others were seen (in its own count: what the log gives back hides
+//     their spending from the fall of Remaining), it sends no faster than
+//     the limit per window's length, evenly, and half of what the latest
+//     reading says remains at a time, then reads again;
 //   - a bucket refills continuously: Remaining climbs back, before any
 //     reset, by more than a log would give back. Its Reset (the time until
 //     the bucket is full, or until its next token) says little: a client
