@@ -589,11 +589,10 @@ func TestHeldCountIsProbedNotDoubled(t *testing.T) {
 		job(t, rt, 1000)
 		fastest := fastestPace()
 		assert.InDelta(t, 100, float64(fastest), 15, "the first guess, probed")
-		// The first refusals, three peeks, a probe: 12. Under -race about
-		// one run in 50 draws 14-15, at 22e0068^ as after it (since
-		// 22e0068 the first probe comes 2 s after the cut, no probe having
-		// cost a 429 yet, not 200 answers' worth later).
-		assert.LessOrEqual(t, api.Stats().Total.Throttled, int64(16), "the first refusals, three peeks, a probe")
+		// The first refusals, three peeks, a probe: 7-9 nearly always.
+		// Under -race about one run in 100 draws 14-18, at 22e0068^ as
+		// after it (100 runs each: 7-9 but for one 17 or 18).
+		assert.LessOrEqual(t, api.Stats().Total.Throttled, int64(20), "the first refusals, three peeks, a probe")
 	})
 }
 
