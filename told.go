@@ -634,6 +634,14 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 		// a quarter of its rate. Never more than it holds: a bucket of one
 		// still lets one go.
 		//
+		// A quarter of its depth even when that is under one: a bucket
+		// of 2 or 3 held back a whole token, so the key sent one request
+		// per answer, the next once the mirror was full again, slower
+		// than the bucket drains (regression: a leaky bucket of 200 a
+		// second with one place to wait, whose headers say 2 remain at
+		// most, took 1.34x the ideal on average in the model, 1.47x at
+		// worst).
+		//
 		// Nor more than it refills in a quarter second: at a rate
 		// measured slow (others spend most of it), two tokens held back
 		// were seconds of waiting, in which the others took them, and
@@ -641,7 +649,7 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 		// that joined a job 5 s in took over the bucket, the first
 		// measured 0.6/s and sent nothing for 4 s after the second was
 		// done; 1.07x the ideal of both jobs, 1.23x at worst).
-		hold := min(max(1, float64(m.depth/4)), 2+math.Ceil(m.jit.Seconds()*m.rate), m.rate*reserveFor.Seconds())
+		hold := min(max(float64(m.depth/4), float64(min(m.depth, 4))/4), 2+math.Ceil(m.jit.Seconds()*m.rate), m.rate*reserveFor.Seconds())
 		need = max(min(need+hold, float64(m.depth)), need)
 	}
 	t := m.tokens(now, inflight)
