@@ -649,7 +649,11 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 		// that joined a job 5 s in took over the bucket, the first
 		// measured 0.6/s and sent nothing for 4 s after the second was
 		// done; 1.07x the ideal of both jobs, 1.23x at worst).
-		hold := min(max(float64(m.depth/4), float64(min(m.depth, 4))/4), 2+math.Ceil(m.jit.Seconds()*m.rate), m.rate*reserveFor.Seconds())
+		quarter := float64(m.depth / 4)
+		if m.depth < 4 {
+			quarter = float64(m.depth) / 4
+		}
+		hold := min(quarter, 2+math.Ceil(m.jit.Seconds()*m.rate), m.rate*reserveFor.Seconds())
 		need = max(min(need+hold, float64(m.depth)), need)
 	}
 	t := m.tokens(now, inflight)
