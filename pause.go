@@ -173,7 +173,7 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		m.jit = ks.lat.jitter()
 		m.rollover(at, ks.admitted)
 		m.recount(tk.mono, int(tk.cost), units)
-		m.read(h.quota, at, tk.adm, ks.admitted, ks.outUnits, units, ok)
+		m.read(h.quota, at, tk.mono, tk.adm, ks.admitted, ks.outUnits, units, ok)
 		if h.throttled() {
 			m.forget(tk.mono, units)
 		}

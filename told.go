@@ -236,7 +236,7 @@ type told struct {
 // request the server counted after it is one still on its way; for a
 // bucket, whose count climbs, the answer to the latest admission is the
 // latest count, within the few requests sent together.
-func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight int64, n int, accepted bool) {
+func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, inflight int64, n int, accepted bool) {
 	if accepted {
 		m.acc += int64(n)
 		m.accepted(now, n)
@@ -322,7 +322,7 @@ func (m *told) read(q Quota, now time.Duration, adm, admitted uint64, inflight i
 	}
 	switch m.kind {
 	case kindBucket:
-		m.readLevel(r, now, adm, admitted)
+		m.readLevel(r, now, sent, adm, admitted)
 	case kindLog:
 		if accepted && !m.logRefused && m.notALog(now, r) {
 			m.retell()
@@ -465,8 +465,21 @@ func (m *told) unread(now time.Duration, adm uint64, n int) {
 // forward from the earlier ones (refill in, our requests out) is the more
 // nearly right; a higher reading lifts the level by an eighth of the gap,
 // so an error low does not stay.
-func (m *told) readLevel(r int, now time.Duration, adm, admitted uint64) {
-	v := float64(r) - float64(admitted-adm)
+func (m *told) readLevel(r int, now, sent time.Duration, adm, admitted uint64) {
+	// The server read its count between the request's sending and its
+	// answer, and what it refilled since is in the bucket now: half the
+	// least round trip the key sees (its smoothed round trip less twice
+	// its mean deviation), never more than half this one's, is credited.
+	// A round trip longer than that waited somewhere (a leaky bucket's
+	// queue, a slow backend), before the count or after it: the key cannot
+	// tell, and credits none of it; nor any while the bucket was refused
+	// within regrowAfter (others spend it too, or its rate was measured
+	// high: its readings are taken at their word).
+	credit := min(now-sent, max(0, m.rtt-m.jit*3/2)) / 2
+	if m.refusedAt != 0 && now-m.refusedAt < regrowAfter {
+		credit = 0
+	}
+	v := min(float64(r)+m.rate*credit.Seconds(), float64(m.depth)) - float64(admitted-adm)
 	if m.levelAt != 0 {
 		if carried := m.bucket(now); v > carried {
 			v = carried + (v-carried)/8

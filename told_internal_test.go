@@ -58,7 +58,7 @@ func TestUnknownKindIsHeldToALogAfterTheReset(t *testing.T) {
 		adm++
 		q := Quota{Limit: n, Remaining: n - 1 - i, Reset: time.Second,
 			HasLimit: true, HasRemaining: true, HasReset: true}
-		m.read(q, sent+time.Millisecond, adm, adm, 0, 1, true)
+		m.read(q, sent+time.Millisecond, sent, adm, adm, 0, 1, true)
 	}
 	if m.kind != kindUnknown {
 		t.Fatalf("kind %v, want still unknown", m.kind)
@@ -99,7 +99,7 @@ func TestLogVerdictIsOverturnedByALevelNoLogHolds(t *testing.T) {
 				m.accepted(1200*time.Millisecond+time.Duration(i)*50*time.Millisecond, 1)
 			}
 			q := Quota{Limit: 20, Remaining: c.r, Reset: time.Second, HasLimit: true, HasRemaining: true, HasReset: true}
-			m.read(q, 2*time.Second, 11, 11, 0, 1, true)
+			m.read(q, 2*time.Second, 2*time.Second-time.Millisecond, 11, 11, 0, 1, true)
 			if m.kind != c.wantKind {
 				t.Errorf("kind %d after Remaining %d, want %d", m.kind, c.r, c.wantKind)
 			}

@@ -891,6 +891,37 @@ func TestTinyBucketHoldsBackLessThanAToken(t *testing.T) {
 	}
 }
 
+// A bucket far away (50 a second, 5 deep, answers 40-60 ms after the
+// request), told by either form of headers, is read as it is now: the
+// server read its count before it answered, and refilled meanwhile. Read
+// as of the answer, the level was a token or more low, the key waited for
+// what the bucket already held, the bucket sat full and lost its refill
+// (regression: 1.12x the ideal on average over 16 seeds in the model;
+// these seeds took 1.13x, now 1.03x).
+func TestFarBucketIsCreditedItsRefillOnTheWayBack(t *testing.T) {
+	for _, ietf := range []bool{false, true} {
+		for seed := range int64(2) {
+			t.Run(fmt.Sprint("ietf=", ietf, "/seed", seed), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					cfg := nearby(throttletest.Config{
+						Limits:     []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 50, Burst: 5}},
+						XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true}, seed)
+					cfg.Latency, cfg.LatencyJitter = 40*time.Millisecond, 20*time.Millisecond
+					api := throttletest.NewAPI(cfg)
+					rt := throttle.New(api)
+					defer rt.Close()
+					took := job(t, rt, 1000)
+					x := took.Seconds() / (995 * time.Second / 50).Seconds()
+					refused := api.Stats().Total.Throttled
+					t.Logf("took %v (%.3fx the ideal), %d refused", took, x, refused)
+					assert.LessOrEqual(t, x, 1.06)
+					assert.LessOrEqual(t, refused, int64(16), "the first burst's, and few more")
+				})
+			})
+		}
+	}
+}
+
 // Two transports on a leaky bucket of 200 a second with one place to wait,
 // told by X-RateLimit-* (2 remain at most), end together within about
 // twice the ideal of both jobs: one that starved while the other took the
