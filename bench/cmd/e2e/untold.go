@@ -126,7 +126,9 @@ func untoldScenarios() []scenario {
 // counter (Cloudflare's, and many a Redis limiter's), told by either form of
 // headers, and shared by two processes, told by IETF fields; a leaky bucket of 200 a second with one place to wait (nginx's
 // limit_req with burst=1), whose X-RateLimit-* say 2 remain at most, alone
-// and shared by two processes. Their names
+// and shared by two processes; a small token bucket far away (100 a second,
+// 5 deep, answers 40-60 ms after the request: about as many on their way as
+// it holds), told by X-RateLimit-*. Their names
 // start with "untold-real", and they run first, so that -scenario
 // untold-real picks them and the steady rows keep their order.
 func realScenarios(bucket, fixed, sliding quota) []scenario {
@@ -134,6 +136,8 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 	leaky := quota{algo: throttletest.LeakyBucket, rate: 200, burst: 2} // one served, one waiting
 	unavailable := noise{arrivalJitter: untoldJitter, unavailable: 0.02, unavailableRetryAfter: time.Second}
 	plain := noise{arrivalJitter: untoldJitter}
+	small := quota{algo: throttletest.TokenBucket, rate: 100, burst: 5}
+	away := noise{arrivalJitter: untoldJitter, latency: 40 * time.Millisecond, latencyJitter: 20 * time.Millisecond}
 	all := []scenario{
 		{name: "untold-real-tokens-onrefusals", quota: bucket, headers: xRateLimitRefusals, noise: plain},
 		{name: "untold-real-window-onrefusals", quota: fixed, headers: xRateLimitRefusals, noise: plain},
@@ -151,6 +155,7 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 		{name: "untold-real-2procs-counter-ietf", quota: counter, headers: ietfHeaders, noise: plain, procs: 2},
 		{name: "untold-real-leaky-xrl", quota: leaky, headers: xRateLimit, noise: plain},
 		{name: "untold-real-2procs-leaky-xrl", quota: leaky, headers: xRateLimit, noise: plain, procs: 2},
+		{name: "untold-real-smallaway-xrl", quota: small, headers: xRateLimit, noise: away},
 	}
 	for i := range all {
 		sc := &all[i]
