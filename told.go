@@ -28,7 +28,9 @@ import (
 //     comes, not a window spent at its reset (which costs a job that ends
 //     within one window up to that window's length). While others spend it
 //     too, its last request near the reset is left to them (see
-//     spentByOthers);
+//     spentByOthers), and so is all of it near the reset when nothing was
+//     read of it since the reset before (the key was paused across it:
+//     the others had all of it to spend);
 //   - a log of recent requests gives back each request a window's length
 //     after it reached the server: what comes back before the stated reset
 //     is no more than what the key sent a window's length before (within a
@@ -682,6 +684,16 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 		return holdsForAnswer
 	}
 	switch {
+	case t >= need && m.rolled && m.othersSeen != 0 && (m.kind == kindWindow || m.kind == kindUnknown) &&
+		m.resetAt > now && m.resetAt-now < m.length()/8:
+		// Nothing read of this window since its reset, its end near, and
+		// others spend the quota, or did: they had all of it to spend. The
+		// key waits for the next reset (regression: three transports on a
+		// window of 100 a second; one refused near a window's end was
+		// paused by its whole-second Retry-After to the same point of the
+		// next window, found that one spent too, and so on until its
+		// request gave up, in 1 to 4 runs of 16 in the model).
+		return m.resetAt
 	case t >= need && ahead == 0 && m.kind == kindUnknown && m.coarse && m.resetAt > now && m.sharedNow(now):
 		// Others spend it too: what is left goes over half the time that
 		// remains, again and again, to the reset, so that the last of it

@@ -106,3 +106,42 @@ func TestLogVerdictIsOverturnedByALevelNoLogHolds(t *testing.T) {
 		})
 	}
 }
+
+// A window that others spend too, of which nothing was read since its
+// reset (the key was paused across it by a whole-second Retry-After), is
+// not sent to near its end: the others had all of it to spend. The key
+// waits for the next reset; with half the window to go, or no others ever
+// seen, it sends (regression: a key refused near a window's end woke at
+// the same point of every window, found each spent, and its request gave
+// up after eight refusals).
+func TestWindowNotReadSinceItsResetIsLeftToOthersNearItsEnd(t *testing.T) {
+	const reset = 11003 * time.Millisecond // the next reset known when the key was refused
+	for _, c := range []struct {
+		name   string
+		kind   quotaKind
+		others time.Duration // when others were last seen spending it; 0: never
+		now    time.Duration
+		wait   bool
+	}{
+		{"window", kindWindow, 9 * time.Second, reset + time.Second - 37*time.Millisecond, true},
+		{"unknown", kindUnknown, 9 * time.Second, reset + time.Second - 37*time.Millisecond, true},
+		{"half a window to go", kindWindow, 9 * time.Second, reset + time.Second/2, false},
+		{"alone", kindWindow, 0, reset + time.Second - 37*time.Millisecond, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// A window of 100 a second, its length told (RateLimit-Policy w),
+			// spent when the key was refused at 10.967 s, 36 ms before its
+			// reset, and paused a second.
+			m := told{on: true, kind: c.kind, limit: 100, depth: 100, period: time.Second, longest: time.Second,
+				coarse: true, othersSeen: c.others, left: 0, leftAt: 10967 * time.Millisecond, resetAt: reset,
+				leftAdm: 500, leftSeen: 500, sent: 500, lastAdm: 500}
+			at := m.lowerBound(c.now, 500, 0, 0, 1)
+			if c.wait && at != reset+time.Second {
+				t.Errorf("at %v goes at %v, want the next reset, %v", c.now, at, reset+time.Second)
+			}
+			if !c.wait && at >= reset+time.Second {
+				t.Errorf("at %v waits for the next reset (%v)", c.now, at)
+			}
+		})
+	}
+}
