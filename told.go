@@ -168,7 +168,7 @@ func (ks *keyState) sawQuota(ok bool) {
 // told mirrors the server's count of the key's quota.
 type told struct {
 	limit      int           // the most the server holds at once (Limit; else the most Remaining seen)
-	depth      int           // the most Remaining seen, counting an accepted answer's own: a bucket's depth
+	depth      int           // the most Remaining seen, counting an accepted answer's own, within Limit: a bucket's depth
 	left       int           // what remained, as of leftAt: see read
 	leftAdm    uint64        // the admission whose answer said so
 	leftSeen   uint64        // admissions when that answer came: those after it were sent knowing it
@@ -291,6 +291,12 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 	}
 	if q.HasLimit && q.Limit > 0 {
 		m.limit = q.Limit
+		// The quota holds no more than its Limit: the most Remaining
+		// seen before it changed says nothing of the new one (regression: a window
+		// halved to 50, back to 49 at its reset, was taken for a
+		// bucket's climb, not a reset, as half of the old 100 was not
+		// reached).
+		m.depth = min(m.depth, m.limit)
 	}
 	m.limit = max(m.limit, r)
 	m.depth = max(m.depth, r)
