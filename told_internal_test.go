@@ -145,3 +145,38 @@ func TestWindowNotReadSinceItsResetIsLeftToOthersNearItsEnd(t *testing.T) {
 		})
 	}
 }
+
+// A window of known length that others spend too is told again when the
+// first reading after its reset, within a quarter of its length of the
+// reset, shows less than half of it back (a sliding counter); read later,
+// others may have spent most of it, and it stays a window (regression: a
+// key paused across a reset read it late, found less than half, took it
+// for no window, and tried beyond the mirror at every window, refused each
+// time).
+func TestSharedWindowReadLateAfterItsResetStaysAWindow(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		after time.Duration // from the reset to the reading
+		want  quotaKind
+	}{
+		{"early", 100 * time.Millisecond, kindUnknown},
+		{"late", 600 * time.Millisecond, kindWindow},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const reset = 10 * time.Second
+			m := told{on: true, kind: kindWindow, limit: 100, depth: 100, period: time.Second, longest: time.Second,
+				coarse: true, othersSeen: 9 * time.Second, left: 0, leftAt: reset - 30*time.Millisecond, resetAt: reset,
+				leftAdm: 500, leftSeen: 500, sent: 500, lastAdm: 500}
+			now := reset + c.after
+			m.rollover(now, 500)
+			m.took(now-time.Millisecond, 0, 1)
+			// 20 left, one of them ours: others spent 79 since the reset.
+			q := Quota{Limit: 100, Remaining: 20, Reset: time.Second, Window: time.Second,
+				HasLimit: true, HasRemaining: true, HasReset: true}
+			m.read(q, now, now-time.Millisecond, 501, 501, 0, 1, true)
+			if m.kind != c.want {
+				t.Errorf("kind %v after 20 remain %v after the reset, want %v", m.kind, c.after, c.want)
+			}
+		})
+	}
+}
