@@ -180,3 +180,33 @@ func TestSharedWindowReadLateAfterItsResetStaysAWindow(t *testing.T) {
 		})
 	}
 }
+
+// A short window told by X-RateLimit-* (no length stated), which others
+// spend too, keeps its phase:
+// once its reset passed, the next is due a window's length later, and a
+// refusal read near the window's end, whose reset in whole seconds is up
+// to a second late, does not move it. A key refused there and paused a
+// second then waits for the next reset, which others spending the window
+// leave it, instead of sending at the same point of every window
+// (regression: refused at the same point of 8 to 14 windows in a row).
+func TestShortWindowResetIsDueAWindowLengthAfterTheLast(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	m := told{on: true, kind: kindWindow, limit: 100, depth: 100, longest: time.Second, coarse: true,
+		othersSeen: ms(10900), left: 3, leftAt: ms(10950), resetAt: ms(11003),
+		leftAdm: 500, leftSeen: 500, sent: 500, lastAdm: 500}
+	// Refused at 11.99 s, whose reading says 0 remain and a reset 1 s
+	// away (rounded up from 13 ms).
+	now := ms(11990)
+	m.rollover(now, 500)
+	m.took(now-time.Millisecond, 0, 1)
+	refused := Quota{Limit: 100, Remaining: 0, Reset: time.Second, HasLimit: true, HasRemaining: true, HasReset: true}
+	m.read(refused, now, now-time.Millisecond, 501, 501, 0, 1, false)
+	if m.resetAt != ms(12003) {
+		t.Errorf("next reset %v, want 12.003s: a window's length after the last", m.resetAt)
+	}
+	// The pause ends a second later, 13 ms before the window after.
+	now = ms(12990)
+	if at := m.lowerBound(now, 501, 0, 0, 1); at != ms(13003) {
+		t.Errorf("at %v the key goes at %v, want the next reset, 13.003s", now, at)
+	}
+}
