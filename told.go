@@ -52,11 +52,12 @@ import (
 //     between, over the time between the two answers. Others spending the
 //     same quota show as a slower climb, so the rate measured is what is
 //     left for us. Its level is read with care for answers that overtake
-//     one another (see readLevel), and a few tokens are held back (what
-//     its rate sends within the jitter, and two; at most a quarter of its
-//     depth, and what it refills in a quarter second), which costs
-//     nothing once the bucket has been spent: it refills at its rate
-//     whatever it holds, short of full. A bucket far
+//     one another, and credited what the bucket refilled since the server
+//     read its count, before it answered (see readLevel); a few tokens
+//     are held back (what its rate sends within the jitter, and two; at
+//     most a quarter of its depth, and what it refills in a quarter
+//     second), which costs nothing once the bucket has been spent: it
+//     refills at its rate whatever it holds, short of full. A bucket far
 //     away, whose requests on their way are about as many as it holds,
 //     hides its climb among them: it shows instead in what it took, more
 //     of ours within a reset's length than a window (twice its limit,
