@@ -297,10 +297,10 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 	if q.HasLimit && q.Limit > 0 {
 		m.limit = q.Limit
 		// The quota holds no more than its Limit: the most Remaining
-		// seen before it changed says nothing of the new one (regression: a window
-		// halved to 50, back to 49 at its reset, was taken for a
-		// bucket's climb, not a reset, as half of the old 100 was not
-		// reached).
+		// seen before it changed says nothing of the new one
+		// (regression: a window halved to 50, back to 49 at its reset,
+		// was taken for a bucket's climb, not a reset, as half of the
+		// old 100 was not reached).
 		m.depth = min(m.depth, m.limit)
 	}
 	m.limit = max(m.limit, r)
