@@ -67,7 +67,7 @@ func TestModel(t *testing.T) {
 						r = runSharedQuota(t, q, seed)
 						assert.Zero(t, r.failed, "every record uploaded")
 					})
-					x, first := r.took.Seconds()/q.ideal.Seconds(), min(r.ended[0], r.ended[1]).Seconds()/r.took.Seconds()
+					x, first := r.took.Seconds()/q.ideal.Seconds(), slices.Min(r.ended).Seconds()/r.took.Seconds()
 					fmt.Printf("BenchmarkModel/%s 1 %.4f x-ideal %d 429s %.4f first-end/whole\n", name, x, r.refused, first)
 					took, refused = append(took, x), refused+r.refused
 					if r.fair() {

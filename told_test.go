@@ -641,6 +641,7 @@ type sharedQuota struct {
 	join    time.Duration // how long after the first job the second starts
 	records int           // each job's; 0: 1,000
 	workers int           // each job's; 0: 16
+	procs   int           // transports, each with its job; 0: 2
 	opts    []throttle.Option
 }
 
@@ -662,16 +663,16 @@ func twoTransportsShareAQuota(t *testing.T, q sharedQuota, seed int64) {
 
 // A sharedRun is what two jobs on one quota did.
 type sharedRun struct {
-	took    time.Duration    // both
-	ended   [2]time.Duration // each
-	refused int64            // 429s
-	failed  int64            // requests that did not end in a 200
+	took    time.Duration   // both
+	ended   []time.Duration // each
+	refused int64           // 429s
+	failed  int64           // requests that did not end in a 200
 }
 
 // fair reports whether neither job ended before the other had done most of
 // its: the first to end took 0.7 of the whole or more.
 func (r sharedRun) fair() bool {
-	return min(r.ended[0], r.ended[1]).Seconds() >= 0.7*r.took.Seconds()
+	return slices.Min(r.ended).Seconds() >= 0.7*r.took.Seconds()
 }
 
 // runSharedQuota runs two jobs of q.records requests (1,000) at once, each
@@ -684,15 +685,18 @@ func runSharedQuota(t *testing.T, q sharedQuota, seed int64) (r sharedRun) {
 		api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{q.limit},
 			XRateLimit: !q.ietf && !q.none, IETF: q.ietf && !q.none, HeadersOnSuccess: !q.none}, seed))
 		time.Sleep(q.late)
-		a, b := throttle.New(api, q.opts...), throttle.New(api, q.opts...)
-		defer a.Close()
-		defer b.Close()
+		rts := make([]*throttle.Transport, cmp.Or(q.procs, 2))
+		for i := range rts {
+			rts[i] = throttle.New(api, q.opts...)
+			defer rts[i].Close()
+		}
+		r.ended = make([]time.Duration, len(rts))
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
 		var wg sync.WaitGroup
 		var failed atomic.Int64
-		for i, rt := range []*throttle.Transport{a, b} {
+		for i, rt := range rts {
 			next := make(chan int)
 			var jobs sync.WaitGroup
 			for range workers {
@@ -711,7 +715,7 @@ func runSharedQuota(t *testing.T, q sharedQuota, seed int64) (r sharedRun) {
 				})
 			}
 			wg.Go(func() {
-				if i == 1 {
+				if i > 0 {
 					time.Sleep(q.join)
 				}
 				for n := range records {
@@ -949,6 +953,28 @@ func TestWindowThatHalvesIsKnownByItsNewLimit(t *testing.T) {
 				assert.LessOrEqual(t, x, 1.07)
 				assert.LessOrEqual(t, refused, int64(3))
 			})
+		})
+	}
+}
+
+// Three transports on a window of 100 a second, told by X-RateLimit-*,
+// a third of the job each, lose no request and draw few refusals: one
+// refused near a window's end was paused by its whole-second Retry-After
+// to the same point of the next window, spent by the others by then, and
+// so on, window after window (regression: 45-51 429s a run in the model,
+// 1.15x the ideal, and a request given up after 8 refusals in 1 or 2 runs
+// of 16; these seeds took 1.06-1.20x with 28-63 429s, now 1.03x with
+// 24-28, most of them the processes racing for a window's last requests).
+func TestThreeTransportsShareAWindow(t *testing.T) {
+	window := throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}
+	for seed := range int64(4) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			r := runSharedQuota(t, sharedQuota{limit: window, records: 1333, workers: 6, procs: 3}, seed)
+			x := r.took.Seconds() / 39
+			t.Logf("took %v (%.3fx the ideal), %d refused", r.took, x, r.refused)
+			assert.Zero(t, r.failed)
+			assert.LessOrEqual(t, x, 1.05)
+			assert.LessOrEqual(t, r.refused, int64(35))
 		})
 	}
 }
