@@ -113,6 +113,7 @@ type evidence struct {
 	spanAt  time.Duration // answers not refused for the quota are counted from here: the first answer, the last cut or resume; longAgo before
 	spanOK  int
 	spanAdm uint64 // the key's admissions then
+	spanRun int    // run then: run-spanRun were accepted since spanAt, if no episode began since
 }
 
 // answered counts, at now, an answer that was not a refusal for the quota:
@@ -137,7 +138,7 @@ func (ks *keyState) accept(tk *ticket) {
 // key resumed after a pause (the server's bucket is full again). admitted is
 // the key's admissions so far.
 func (e *evidence) restart(now time.Duration, admitted uint64) {
-	e.spanAt, e.spanOK, e.spanAdm = now, 0, admitted
+	e.spanAt, e.spanOK, e.spanAdm, e.spanRun = now, 0, admitted, e.run
 }
 
 // accepting is the rate the server has been seen to accept since the count

@@ -17,7 +17,8 @@ import (
 //
 //  1. First guess. The key's first refusal pauses it and gives it a pace:
 //     the answers the server accepted before, over the time from the first
-//     answer to the end of the Retry-After (refused before any came back
+//     answer (the first since the key last resumed, if it did since the last
+//     refusal) to the end of the Retry-After (refused before any came back
 //     accepted, with a wait of 2 s at most, those on their way then that
 //     came back accepted, from the refusal to the resume). A wait stated
 //     in whole seconds (delay-seconds; a date, which rounds up to the
@@ -251,6 +252,17 @@ func (ks *keyState) startLearning(now time.Time, at, wait time.Duration, run int
 	from := last
 	if from == longAgo {
 		from = ks.ev.spanAt
+	}
+	if s := ks.ev.spanAt; s != longAgo && s > from {
+		// The key resumed since the last refusal: the answers count from
+		// the first after it. Before it, the key may have sent nothing
+		// (its requests all waited out their own Retry-After), which
+		// says nothing of what the server would have taken (regression:
+		// a transport whose first burst was all refused, while another
+		// held the quota, guessed 0.5 a second from the one answer
+		// accepted a second later, and kept under 1 a second, 80 s past
+		// the other's end).
+		from, run = s, run-ks.ev.spanRun
 	}
 	if len(ks.wins) > 0 {
 		return

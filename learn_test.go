@@ -918,3 +918,49 @@ func TestRefusedBigProbeFallsBackToTheStepBelow(t *testing.T) {
 	}
 	assert.Positive(t, falls, "a big probe step was refused")
 }
+
+// A key whose first burst was all refused, and whose requests then all wait
+// out their own Retry-After, sends nothing for a second: when the next
+// refusal comes, right after it resumed, its first guess counts the answers
+// from the resume, not from the refusal a second before, when it had
+// nothing to send (regression: one answer over that second and the wait
+// guessed 0.5 a second, then 0.9 at the resume, against a quota of 100 a
+// second, and 300 requests took 8.0 s; now 1 a second, then 7.9, and
+// 5.3 s).
+func TestFirstGuessCountsFromTheResume(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		n := 0
+		bucket := rate.NewLimiter(100, 1)
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			n++
+			i := n
+			ok := bucket.Allow()
+			mu.Unlock()
+			time.Sleep(time.Millisecond)
+			switch {
+			case i <= 8: // the first burst, all refused: another client spent the quota
+			case i == 9: // the first retry, a second later
+				return reply(r, http.StatusOK), nil
+			case i == 10: // the second, refused: it begins the first guess
+			case ok:
+				return reply(r, http.StatusOK), nil
+			}
+			return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+		})
+		events, paces := paceLog()
+		rt := throttle.New(base, events)
+		defer rt.Close()
+		took := jobOf(t, rt, 300, 8, "")
+		var slowest rate.Limit
+		for _, e := range paces() {
+			if slowest == 0 || e.Rate < slowest {
+				slowest = e.Rate
+			}
+		}
+		t.Logf("took %v, slowest pace shown %.2f/s", took, float64(slowest))
+		assert.GreaterOrEqual(t, float64(slowest), 0.9, "one answer over the wait, from the resume")
+		assert.Less(t, took, 6500*time.Millisecond, "1 s refused, 3 s at 100/s, and the climb")
+	})
+}
