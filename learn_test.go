@@ -964,3 +964,25 @@ func TestFirstGuessCountsFromTheResume(t *testing.T) {
 		assert.Less(t, took, 6500*time.Millisecond, "1 s refused, 3 s at 100/s, and the climb")
 	})
 }
+
+// A shallow, fast bucket (1,000 a second, 5 deep), told nothing, is
+// searched a step per the time a pace a sixteenth over it takes to spend
+// its depth, not a second a step: it refuses a pace over it at once
+// (regression: 1.51-1.57x the ideal, now 1.19-1.24x, in the model).
+func TestShallowBucketIsSearchedQuickly(t *testing.T) {
+	for seed := range int64(3) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(nearby(throttletest.Config{
+					Limits: []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 1000, Burst: 5}}}, seed))
+				rt := throttle.New(api)
+				defer rt.Close()
+				took := job(t, rt, 4000)
+				ideal := 4 * time.Second
+				t.Logf("took %v (%.2fx the ideal), %d refused", took, took.Seconds()/ideal.Seconds(), api.Stats().Total.Throttled)
+				assert.Less(t, took.Seconds(), 1.35*ideal.Seconds())
+				assert.LessOrEqual(t, api.Stats().Total.Throttled, int64(20), "0.5% of requests")
+			})
+		})
+	}
+}
