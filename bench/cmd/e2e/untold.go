@@ -128,7 +128,8 @@ func untoldScenarios() []scenario {
 // limit_req with burst=1), whose X-RateLimit-* say 2 remain at most, alone
 // and shared by two processes; a small token bucket far away (100 a second,
 // 5 deep, answers 40-60 ms after the request: about as many on their way as
-// it holds), told by X-RateLimit-*. Their names
+// it holds), told by X-RateLimit-*; a fast, shallow token bucket (1,000 a
+// second, 5 deep: 5 ms of its rate) told nothing. Their names
 // start with "untold-real", and they run first, so that -scenario
 // untold-real picks them and the steady rows keep their order.
 func realScenarios(bucket, fixed, sliding quota) []scenario {
@@ -137,6 +138,7 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 	unavailable := noise{arrivalJitter: untoldJitter, unavailable: 0.02, unavailableRetryAfter: time.Second}
 	plain := noise{arrivalJitter: untoldJitter}
 	small := quota{algo: throttletest.TokenBucket, rate: 100, burst: 5}
+	shallow := quota{algo: throttletest.TokenBucket, rate: 1000, burst: 5}
 	away := noise{arrivalJitter: untoldJitter, latency: 40 * time.Millisecond, latencyJitter: 20 * time.Millisecond}
 	all := []scenario{
 		{name: "untold-real-tokens-onrefusals", quota: bucket, headers: xRateLimitRefusals, noise: plain},
@@ -156,6 +158,7 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 		{name: "untold-real-leaky-xrl", quota: leaky, headers: xRateLimit, noise: plain},
 		{name: "untold-real-2procs-leaky-xrl", quota: leaky, headers: xRateLimit, noise: plain, procs: 2},
 		{name: "untold-real-smallaway-xrl", quota: small, headers: xRateLimit, noise: away},
+		{name: "untold-real-shallow-none", quota: shallow, headers: noHeaders, noise: plain},
 	}
 	for i := range all {
 		sc := &all[i]
