@@ -82,11 +82,13 @@ import (
 //     its first peek, searches on.
 //  5. Probes. A cruising pace waits 2 quiet seconds after a cut, and,
 //     once a cruising pace was refused, at least 200 answers' worth of
-//     itself (so that probes that end in a refusal cost at most one 429 in
-//     200, whatever the quota; a minute at most, so a quota under 3.3/s
-//     that grows is found; before, no probe has cost one, and a pace that
-//     a first guess or a search found while another client spent most of
-//     the quota finds what that one leaves when it ends), then probes
+//     itself, or of the fastest pace that held a whole test in the last
+//     minute if faster (so that probes that end in a refusal cost at most
+//     one 429 in 200 of what the quota serves; a minute at most, so a
+//     quota under 3.3/s that grows is found; before, no probe has cost
+//     one, and a pace that a first guess or a search found while another
+//     client spent most of the quota finds what that one leaves when it
+//     ends), then probes
 //     upward by 1%, then 2%, 4%… up to 25% (up to doubling while below half
 //     the last pace refused), each step held a test, or a quarter test
 //     once past the last pace refused (but for a window, which refuses
@@ -174,6 +176,9 @@ type learner struct {
 	cycle       bool          // paused by a held count: the resume measures what the server took
 	peekRefused time.Duration // when the last peek was refused
 	depth       int           // gradual: the answers the first burst drew before the first refusal
+
+	peak   rate.Limit    // the fastest pace that held a whole test, sent at (see holdFor)
+	peakAt time.Duration // noted then
 }
 
 // learning returns the key's learner, or nil if it has none.
@@ -216,9 +221,9 @@ func (l *learner) accept(tk *ticket) {
 	}
 }
 
-// holdFor is how long a cut pace r holds before it probes: hold, and,
-// once a cruising pace was refused, at least holdCount answers' worth of
-// r, so that probes that end in a refusal cost at most one 429 in
+// holdFor is how long a cut pace r holds before it probes, at at: hold,
+// and, once a cruising pace was refused, at least holdCount answers' worth
+// of r, so that probes that end in a refusal cost at most one 429 in
 // holdCount whatever the quota; but never longer than longestHold, so that
 // a slow quota that grows is found. Before, no probe has cost a 429, and
 // a pace that a first guess or a search found while another client spent
@@ -226,11 +231,33 @@ func (l *learner) accept(tk *ticket) {
 // another's job on a bucket 5 s in was refused at once, guessed 7.5 a
 // second, and held it 27 s, 17 s past the other's end: 2.3x the ideal of
 // both jobs, one run in eight).
-func (l *learner) holdFor(r rate.Limit) time.Duration {
+//
+// Nor are the answers counted at a pace below the fastest that held a
+// whole test within the last longestHold (the peak): a quota that served
+// the key that fast for a test serves at least as many, its own and
+// others', and a cut far below the peak leaves a share that others took;
+// a probe costs one 429 in holdCount of those.
+func (l *learner) holdFor(at time.Duration, r rate.Limit) time.Duration {
 	if !l.costs {
 		return l.hold
 	}
+	if at-l.peakAt <= longestHold {
+		r = max(r, l.peak)
+	}
 	return min(max(l.hold, time.Duration(float64(holdCount)/float64(r)*float64(time.Second))), longestHold)
+}
+
+// notePeak notes the key's pace as its peak, at at, if the pace held a
+// whole test unrefused and the key sent at it (see holdFor).
+func (ks *keyState) notePeak(at time.Duration) {
+	l := ks.learning()
+	p := ks.lim.Limit()
+	if l.refused || at-l.setAt < l.test || float64(ks.admitted-l.reachAdm) < reachedShare*float64(p)*(at-l.reachAt).Seconds() {
+		return
+	}
+	if p >= l.peak || at-l.peakAt > longestHold {
+		l.peak, l.peakAt = p, at
+	}
 }
 
 // testLength is how long a pace must hold to count as held, when the server
@@ -417,6 +444,7 @@ func (l *learner) measured(at time.Duration) (rate.Limit, bool) {
 // epoch), to an attempt sent at that pace; the server asks for wait (rule 3).
 func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait time.Duration) {
 	l := ks.learning()
+	ks.notePeak(at)
 	if t := testLength(wait); !l.window || t > l.test {
 		// A window's test is never shorter than the first one showed
 		// it: the wait to its reset is short when refused near it.
@@ -478,7 +506,7 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 	l.cut, l.since, l.edge, l.accepted, l.low = ks.admitted, at, true, 0, l.lo
 	l.next = at + l.searchStep()
 	if l.mode == modeCruise {
-		l.next = at + l.holdFor(l.lo)
+		l.next = at + l.holdFor(at, l.lo)
 	}
 }
 
@@ -488,6 +516,7 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 // what the server took; a probe ended so waits twice as long next time.
 func (ks *keyState) heldLearned(now time.Time, at time.Duration) {
 	l := ks.learning()
+	ks.notePeak(at)
 	to := min(l.lo, ks.lim.Limit())
 	if l.held {
 		to = min(to, max(l.tested, to*quickShare))
@@ -517,7 +546,7 @@ func (ks *keyState) heldLearned(now time.Time, at time.Duration) {
 	if l.mode == modeCruise {
 		l.hold = min(2*l.hold, longestHold)
 	}
-	l.mode, l.step, l.next = modeCruise, probeFirst, at+l.holdFor(to)
+	l.mode, l.step, l.next = modeCruise, probeFirst, at+l.holdFor(at, to)
 }
 
 // setLearned sets the learned pace to r at at; at a refusal (cut), the
@@ -548,6 +577,7 @@ func (ks *keyState) climbLearned(now time.Time, at time.Duration) {
 	if !l.refused && at-l.setAt >= l.test {
 		l.tested = max(l.tested, p)
 	}
+	ks.notePeak(at)
 	switch l.mode {
 	case modeGrow:
 		l.lo = p
@@ -556,7 +586,7 @@ func (ks *keyState) climbLearned(now time.Time, at time.Duration) {
 	case modeSearch:
 		l.lo = max(l.lo, p)
 		if float64(l.hi) <= float64(l.lo)*(1+bisectTol) {
-			l.mode, l.step, l.next = modeCruise, probeFirst, at+l.holdFor(l.lo)
+			l.mode, l.step, l.next = modeCruise, probeFirst, at+l.holdFor(at, l.lo)
 			return
 		}
 		ks.setLearned(now, at, rate.Limit(math.Sqrt(float64(l.lo*l.hi))), false)

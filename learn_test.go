@@ -986,3 +986,40 @@ func TestShallowBucketIsSearchedQuickly(t *testing.T) {
 		})
 	}
 }
+
+// A key cut far below a pace it held for a whole test (another client took
+// most of the quota) counts its probes' cost against that pace, not the cut
+// one: a quota that served it that fast serves at least as many, its own
+// and others'. It probes a few seconds after its cut, and finds the quota
+// again soon after the other leaves, not 200 answers' worth of its share
+// later (regression: back to half the quota 22 s after it came back, at
+// 42 s; now at 26 s).
+func TestCutPaceProbesAtThePaceItHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bucket := func(r float64) http.RoundTripper {
+			return throttletest.NewAPI(nearby(throttletest.Config{
+				Limits: []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: r, Burst: 10}}}, 1))
+		}
+		// 100 a second, then a tenth of it from 10 s to 20 s: another
+		// client takes the rest.
+		rt := throttle.New(changesAt(10*time.Second, bucket(100), changesAt(20*time.Second, bucket(10), bucket(100))))
+		defer rt.Close()
+		var back time.Duration // when the pace was first back to half the quota, after 20 s
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			start := time.Now()
+			for time.Since(start) < 50*time.Second {
+				time.Sleep(10 * time.Millisecond)
+				if since := time.Since(start); back == 0 && since > 20*time.Second && rt.Stats().Keys["api.test"].Rate >= 50 {
+					back = since
+				}
+			}
+		}()
+		job(t, rt, 2500)
+		<-done
+		t.Logf("back to 50/s at %v", back)
+		require.NotZero(t, back, "the pace found the quota again")
+		assert.Less(t, back, 30*time.Second)
+	})
+}
