@@ -596,7 +596,11 @@ func TestASharedBucketIsNotTakenForALog(t *testing.T) {
 // refusals of 2,000, up to 73). One that comes back while a key is paused
 // past its reset is not seen to, and a key may still roll over late: a few
 // runs in a hundred draw 20-45, so the rule is on the median of 8 runs
-// (over 160 sets of 8 runs, the median was 12 at most).
+// (over 160 sets of 8 runs, the median was 12 at most). So is the time:
+// the goroutines' order varies from run to run, and on a loaded machine
+// (the full suite under -race) a run in a few hundred took 1.11-1.16x the
+// ideal, a key rolled over a window late; 384 runs on a quieter one took
+// 1.07x at most, and half of them 1.04x.
 func TestTwoTransportsShareAWindowThatBeganBefore(t *testing.T) {
 	window := throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}
 	for _, late := range []time.Duration{300 * time.Millisecond, 700 * time.Millisecond} {
@@ -604,22 +608,26 @@ func TestTwoTransportsShareAWindowThatBeganBefore(t *testing.T) {
 			t.Run(fmt.Sprint(late, "/ietf=", ietf), func(t *testing.T) {
 				q := sharedQuota{name: "fixed-window", limit: window, ietf: ietf, ideal: 19 * time.Second, late: late}
 				var refused []int64
+				var took []float64 // over the ideal of both jobs
 				fair := 0
 				for seed := range int64(8) {
 					t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 						r := runSharedQuota(t, q, seed)
 						assert.Zero(t, r.failed, "every request ends in a 200 within two minutes")
 						assert.LessOrEqual(t, r.refused, int64(100), "5%% at worst")
-						assert.LessOrEqual(t, r.took.Seconds(), q.ideal.Seconds()*1.10, "within 1.10x the ideal of both jobs")
+						assert.LessOrEqual(t, r.took.Seconds(), q.ideal.Seconds()*1.20, "within 1.20x the ideal of both jobs")
 						refused = append(refused, r.refused)
+						took = append(took, r.took.Seconds()/q.ideal.Seconds())
 						if r.fair() {
 							fair++
 						}
 					})
 				}
 				slices.Sort(refused)
-				t.Logf("refused %v, %d of 8 fair", refused, fair)
+				slices.Sort(took)
+				t.Logf("refused %v, %d of 8 fair, took %.3f", refused, fair, took)
 				assert.LessOrEqual(t, refused[len(refused)/2], int64(16), "a median of 0.8%% refused")
+				assert.LessOrEqual(t, took[len(took)/2], 1.10, "a median within 1.10x the ideal of both jobs")
 				assert.GreaterOrEqual(t, fair, 6, "a fair share each, in most runs")
 			})
 		}
