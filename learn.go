@@ -71,7 +71,9 @@ import (
 //     last second of the wait as in rule 1; the refusals of attempts sent
 //     before the pause extend it only when they ask for a later end. When
 //     they came with nothing accepted between them (the server's count is
-//     held until it gives back, as a window's until its reset), the pace
+//     held until it gives back, as a window's until its reset), or, to a
+//     key that took its quota for a window, within half a test of the cut
+//     (a window refuses until its reset: they are the same news), the pace
 //     goes back to the fastest that held a whole test, but not below half
 //     of itself, and when the key resumes, no higher than what the server
 //     took over the cycle: the answers accepted from the resume before to
@@ -450,10 +452,14 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 		// it: the wait to its reset is short when refused near it.
 		l.test = t
 	}
-	if l.edge && l.accepted == 0 {
+	if l.edge && (l.accepted == 0 || l.window && at-l.since < l.test/2) {
 		// Nothing accepted since the last refusal: the server's count
-		// gave nothing back, the same news. Refusals that keep coming so
-		// pause the key (rule 4).
+		// gave nothing back, the same news. So is a window's refusal
+		// within half a test of the last cut (about the wait to its
+		// reset), though answers came back accepted between: a window
+		// refuses until its reset, and those requests reached it before
+		// it was spent, or were another client's share. Refusals that
+		// keep coming so pause the key (rule 4).
 		l.held, l.refused = true, true
 		return
 	}
