@@ -956,6 +956,41 @@ func TestFarBucketIsCreditedItsRefillOnTheWayBack(t *testing.T) {
 	}
 }
 
+// A bucket far away (200 a second, 20 deep, answers 40-60 ms after the
+// request) told by RateLimit-Policy as its rate, "200 per second", never
+// shows more than its depth remaining. Taken for a window of 200 until
+// told apart, the key spread what remained over half a second after each
+// reading, so it never drained the bucket and never saw it climb faster
+// than a window's reset. What it took within a second, more than twice
+// the 20 it ever held, tells a bucket (regression: these seeds took
+// 1.35-1.48x the ideal, never told; X-RateLimit-*, whose Limit is the
+// depth, 1.02x).
+func TestFarBucketToldByItsRateIsTold(t *testing.T) {
+	for _, seed := range []int64{1, 6, 8} {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := nearby(throttletest.Config{
+					Limits: []throttletest.Limit{quotaBucket}, IETF: true, HeadersOnSuccess: true}, seed)
+				cfg.Latency, cfg.LatencyJitter = 40*time.Millisecond, 20*time.Millisecond
+				api := throttletest.NewAPI(cfg)
+				opt, paces := paceLog()
+				rt := throttle.New(api, opt)
+				defer rt.Close()
+				took := job(t, rt, 4000)
+				x := took.Seconds() / (3980 * time.Second / 200).Seconds()
+				t.Logf("took %v (%.3fx the ideal), %d refused", took, x, api.Stats().Total.Throttled)
+				assert.LessOrEqual(t, x, 1.06)
+				assert.Zero(t, api.Stats().Total.Throttled)
+				var told bool
+				for _, e := range paces() {
+					told = told || e.Reason == "quota headers: bucket"
+				}
+				assert.True(t, told, "told a bucket")
+			})
+		})
+	}
+}
+
 // A window whose quota halves mid-job (100 a second, then 50), told by
 // X-RateLimit-*, is known by its new Limit: the most Remaining seen before
 // no longer bounds it (regression: a reset of the halved window, back to
