@@ -312,7 +312,7 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 	if q.Window > 0 {
 		m.period = q.Window
 	}
-	m.measure(now, r, inflight, admitted-m.rollAdm)
+	m.measure(now, sent, r, inflight, admitted-m.rollAdm)
 	if m.kind == kindUnknown && accepted {
 		m.overTaken(now, r)
 	}

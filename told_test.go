@@ -904,6 +904,28 @@ func TestLeakyBucketIsNotTakenForASmallWindow(t *testing.T) {
 	}
 }
 
+// A leaky bucket of 50 a second with three places to wait, told by
+// X-RateLimit-* (4 at most, reset in a second), is not taken for a window
+// of 4 a second: its readings are made when a request joins the queue and
+// arrive when it is served, up to 60 ms later, so the first burst's
+// answers, all read at once, only looked like a span that gave nothing
+// back. A span shows nothing given back only from a reading of a request
+// sent after the answer it is measured from. Regression: these seeds took
+// 12.5x the ideal (4 requests a second, to the end).
+func TestLeakyBucketQueueIsNotTakenForAStillWindow(t *testing.T) {
+	for _, seed := range []int64{5, 7} {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// 4 at once (one served, three waiting), then 50 a second.
+				x, refused := toldJob(t, throttletest.Limit{Algorithm: throttletest.LeakyBucket, Rate: 50, Queue: 3},
+					false, seed, 1000, 1000*time.Second/50)
+				assert.LessOrEqual(t, x, 1.15)
+				assert.LessOrEqual(t, refused, int64(16), "the first burst's")
+			})
+		})
+	}
+}
+
 // A bucket that holds fewer than 4 (a leaky bucket of 200 a second with one
 // place to wait, whose headers say 2 remain at most) holds back a quarter
 // of its depth, not a whole token: with one of its two held back, the key

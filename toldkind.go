@@ -5,8 +5,9 @@ import "time"
 // This file tells the kind of the server's quota from how its headers move
 // (see told.go): a fixed window, a log of recent requests, or a bucket.
 
-// measure learns from how Remaining moved since the mark, at least minSpan
-// and minReads answers before:
+// measure learns from how Remaining, r, read at now in the answer to a
+// request sent at sent, moved since the mark, at least minSpan and
+// minReads answers before:
 //
 //   - a jump back to about the limit across the stated reset, after a span
 //     that gave nothing back, shows a window: to the limit less ours since
@@ -25,12 +26,20 @@ import "time"
 //     whole seconds was known to (see earlyReset), Remaining above the
 //     mark's;
 //   - a bucket that gave nothing back is spent by others as fast as it
-//     refills.
+//     refills; any other quota that gave nothing back is still, if the
+//     answer read was to a request sent after the mark's: the server read
+//     each count when the request reached it, which a leaky bucket's
+//     queue makes up to its length before the answer, so answers to
+//     requests sent together show nothing given back in any span
+//     (regression: a leaky bucket of 50 a second with three places to
+//     wait, its first burst's answers 0-60 ms apart, was taken for a
+//     still window of 4 a second at its reset, and held to that: 12.5x
+//     the ideal in 4 runs of 16).
 //
 // A bucket's span whose climb is no more than the requests on their way at
 // its ends could make goes on to later answers, up to a second: far away,
 // those are about as many as the bucket holds.
-func (m *told) measure(now time.Duration, r int, inflight int64, since uint64) {
+func (m *told) measure(now, sent time.Duration, r int, inflight int64, since uint64) {
 	if m.markAt == 0 {
 		m.markAt, m.markRem, m.markAcc, m.markOut = now, r, m.acc, inflight
 		return
@@ -128,7 +137,7 @@ func (m *told) measure(now time.Duration, r int, inflight int64, since uint64) {
 		}
 	case m.kind == kindBucket && back <= 0:
 		m.rate = 0 // others spend all it adds
-	case back <= 0:
+	case back <= 0 && sent > m.markAt:
 		m.still = true
 	}
 	m.markAt, m.markRem, m.markAcc, m.markOut, m.reads, m.passed = now, r, m.acc, inflight, 0, false
