@@ -1007,6 +1007,35 @@ func TestFarBucketIsCreditedItsRefillOnTheWayThere(t *testing.T) {
 	}
 }
 
+// A bucket far away (200 a second, 20 deep, answers 100-200 ms after the
+// request) met by 32 workers, told by X-RateLimit-*: a span whose climb
+// is below nothing, by fewer than the requests on its ends' way, shows no
+// more than one that climbed as little, and goes on to later answers, up
+// to a second. Regression: the key took such a span for others spending
+// all the bucket adds and set its rate to 0, up to 7 times a run, sending
+// one request at a time until the next reading.
+func TestFarBucketAloneIsNotTakenAsSpentByOthers(t *testing.T) {
+	for _, seed := range []int64{2, 3} {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := throttletest.Config{
+					Limits:     []throttletest.Limit{quotaBucket},
+					XRateLimit: true, HeadersOnSuccess: true, ArrivalJitter: 2 * time.Millisecond,
+					Latency: 100 * time.Millisecond, LatencyJitter: 100 * time.Millisecond, Seed: seed}
+				api := throttletest.NewAPI(cfg)
+				opt, paces := paceLog()
+				rt := throttle.New(api, opt)
+				defer rt.Close()
+				took := jobOf(t, rt, 2000, 32, "")
+				t.Logf("took %v, %d refused", took, api.Stats().Total.Throttled)
+				for _, e := range paces() {
+					assert.False(t, e.Reason == "quota headers: bucket" && e.Rate == 0, "at %v: a rate of 0, as if others spent it all", e)
+				}
+			})
+		})
+	}
+}
+
 // A bucket far away (200 a second, 20 deep, answers 40-60 ms after the
 // request) told by RateLimit-Policy as its rate, "200 per second", never
 // shows more than its depth remaining. Taken for a window of 200 until

@@ -71,9 +71,11 @@ func (m *told) measure(now, sent time.Duration, r int, inflight int64, since uin
 	// (Remaining is read after the answered request took its own.)
 	top := max(1, m.depth-m.depth/8)
 	full, fuller := m.markRem+1 >= top || r+1 >= top, m.markRem+1 >= top && r+1 >= top
-	if m.kind == kindBucket && back > 0 && back <= noise && dt < time.Second {
+	if m.kind == kindBucket && back <= noise && dt < time.Second {
 		// Lost among the requests on their way at either end: a longer
-		// span tells.
+		// span tells. So is a climb below nothing by no more than they
+		// (regression: a bucket 100-200 ms away, alone, taken as spent by
+		// others as fast as it refills, its rate set to 0).
 		return
 	}
 	echo := int64(0)
