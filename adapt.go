@@ -30,7 +30,11 @@ import (
 //     seconds episodes only pause the key, as the server asks. Against a
 //     real quota a slower pace lengthens the run of accepted answers before
 //     the next refusal, by more than that unless it is several times the
-//     quota.
+//     quota: then each pause refills the server's bucket and the pace
+//     drains it at once, whatever a fifth less of it. An episode that
+//     refused more than one attempt (those on their way when it began)
+//     found the count spent, which random refusals seldom do: the episode
+//     after it is not counted as one that slowing down did not help.
 //  3. Recurring. An episode within 10 seconds of the one before cuts the
 //     pace to 0.8 of itself and leaves its ceiling at 0.95 of where the
 //     refusals came: collisions that keep coming, as when the network's
@@ -93,6 +97,7 @@ type adaptation struct {
 	ceilAt    time.Duration // when the ceiling last moved
 	adjusted  time.Duration // when anything was last lowered or raised
 	calming   bool          // a cut began the pause in force: its end restarts the quiet spell
+	spent     bool          // the last episode refused more than one attempt (see rule 2)
 	unhelped  uint8         // cuts in a row that did not help (0 or 1)
 }
 
@@ -164,9 +169,13 @@ func (e *evidence) accepting(now time.Duration, p rate.Limit, burst int, admitte
 func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration) {
 	a, ev := &ks.troubled().adapt, &ks.ev
 	if tk.probe || tk.adm <= a.cutAdm {
+		if !tk.probe && a.cutAdm != 0 {
+			a.spent = true // another refusal of the episode: see rule 2
+		}
 		return // the probe's pace is no pace; older attempts are the same episode
 	}
-	a.cutAdm = ks.admitted
+	spent := a.spent
+	a.cutAdm, a.spent = ks.admitted, false
 	run, last := ev.run, a.episodeAt
 	recurring := at-last < recurWithin
 	ev.run, a.episodeAt = 0, at
@@ -188,6 +197,8 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration) {
 	case from == 0:
 	case p > from || float64(run) > helpedShare*float64(testRun):
 		a.unhelped = 0 // the cut helped
+	case spent:
+		a.unhelped = 0 // the count was spent: the pace's doing
 	case a.unhelped < 1:
 		a.unhelped++ // did not help, once
 	default: // 2: did not help, twice

@@ -279,6 +279,33 @@ func TestIsolatedCollisionsDoNotSinkThePace(t *testing.T) {
 	})
 }
 
+// A Policy ten times the quota (2,000 a second against a bucket of 200, 20
+// deep): each pause refills the bucket, and the pace drains it at once, so
+// the runs between refusals stay about its depth however the pace is cut
+// by a fifth. That is not a server that refuses whatever the pace: the
+// refusals of each episode come together (the count is spent), and the
+// cuts go on. Regression: two cuts that did not help took the episodes
+// for noise, the pace went back to 2,000 and each episode only paused the
+// key, 30 s at a time: 25 requests a second, 4.5-8.5x the ideal and 87 to
+// 288 429s in these seeds.
+func TestPolicyFarAboveTheQuotaIsCutDown(t *testing.T) {
+	for _, seed := range []int64{0, 2, 3} {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{quotaBucket}}, seed))
+				rt := throttle.New(api, throttle.WithPolicy(throttle.Policy{Rate: 2000, Burst: 20}))
+				defer rt.Close()
+				took := job(t, rt, 4000)
+				x := took.Seconds() / (3980 * time.Second / 200).Seconds()
+				refused := api.Stats().Total.Throttled
+				t.Logf("took %v (%.3fx the ideal), %d refused", took, x, refused)
+				assert.LessOrEqual(t, x, 2.0)
+				assert.LessOrEqual(t, refused, int64(40))
+			})
+		})
+	}
+}
+
 // A quota proven lower than the configured pace becomes its ceiling: 25%
 // too fast, the key settles at the quota after two collisions and stays.
 func TestQuotaProvenLowerBecomesTheCeiling(t *testing.T) {
