@@ -747,8 +747,19 @@ func runSharedQuota(t *testing.T, q sharedQuota, seed int64) (r sharedRun) {
 // taken over ideal, and the requests the server refused.
 func toldJob(t *testing.T, limit throttletest.Limit, ietf bool, seed int64, n int, ideal time.Duration) (x float64, refused int64) {
 	t.Helper()
-	api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{limit},
-		XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true}, seed))
+	return toldJobAway(t, limit, ietf, seed, n, ideal, 0)
+}
+
+// toldJobAway is toldJob with answers latency to latency·1.5 after the
+// request (0: nearby's).
+func toldJobAway(t *testing.T, limit throttletest.Limit, ietf bool, seed int64, n int, ideal, latency time.Duration) (x float64, refused int64) {
+	t.Helper()
+	cfg := nearby(throttletest.Config{Limits: []throttletest.Limit{limit},
+		XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true}, seed)
+	if latency > 0 {
+		cfg.Latency, cfg.LatencyJitter = latency, latency/2
+	}
+	api := throttletest.NewAPI(cfg)
 	rt := throttle.New(api)
 	defer rt.Close()
 	took := job(t, rt, n)
@@ -959,17 +970,8 @@ func TestFarBucketIsCreditedItsRefillOnTheWayBack(t *testing.T) {
 		for seed := range int64(2) {
 			t.Run(fmt.Sprint("ietf=", ietf, "/seed", seed), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					cfg := nearby(throttletest.Config{
-						Limits:     []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 50, Burst: 5}},
-						XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true}, seed)
-					cfg.Latency, cfg.LatencyJitter = 40*time.Millisecond, 20*time.Millisecond
-					api := throttletest.NewAPI(cfg)
-					rt := throttle.New(api)
-					defer rt.Close()
-					took := job(t, rt, 1000)
-					x := took.Seconds() / (995 * time.Second / 50).Seconds()
-					refused := api.Stats().Total.Throttled
-					t.Logf("took %v (%.3fx the ideal), %d refused", took, x, refused)
+					x, refused := toldJobAway(t, throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 50, Burst: 5},
+						ietf, seed, 1000, 995*time.Second/50, 40*time.Millisecond)
 					assert.LessOrEqual(t, x, 1.06)
 					assert.LessOrEqual(t, refused, int64(16), "the first burst's, and few more")
 				})
@@ -989,17 +991,8 @@ func TestFarBucketIsCreditedItsRefillOnTheWayThere(t *testing.T) {
 	for seed := range int64(2) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				cfg := nearby(throttletest.Config{
-					Limits:     []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}},
-					XRateLimit: true, HeadersOnSuccess: true}, seed)
-				cfg.Latency, cfg.LatencyJitter = 40*time.Millisecond, 20*time.Millisecond
-				api := throttletest.NewAPI(cfg)
-				rt := throttle.New(api)
-				defer rt.Close()
-				took := job(t, rt, 2000)
-				x := took.Seconds() / (1995 * time.Second / 100).Seconds()
-				refused := api.Stats().Total.Throttled
-				t.Logf("took %v (%.3fx the ideal), %d refused", took, x, refused)
+				x, refused := toldJobAway(t, throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5},
+					false, seed, 2000, 1995*time.Second/100, 40*time.Millisecond)
 				assert.LessOrEqual(t, x, 1.15)
 				assert.LessOrEqual(t, refused, int64(16), "the first burst's, and few more")
 			})
