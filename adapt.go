@@ -31,10 +31,12 @@ import (
 //     real quota a slower pace lengthens the run of accepted answers before
 //     the next refusal, by more than that unless it is several times the
 //     quota: then each pause refills the server's bucket and the pace
-//     drains it at once, whatever a fifth less of it. An episode that
-//     refused more than one attempt (those on their way when it began)
-//     found the count spent, which random refusals seldom do: the episode
-//     after it is not counted as one that slowing down did not help.
+//     drains it at once, whatever a fifth less of it. So an episode is
+//     not counted as one that slowing down did not help when the one
+//     before refused more than one attempt (those on their way when it
+//     began: the count was spent, which refusals at random seldom show),
+//     or when it came after no more answers than twice what a resume
+//     lets go at once (the probe and a Burst).
 //  3. Recurring. An episode within 10 seconds of the one before cuts the
 //     pace to 0.8 of itself and leaves its ceiling at 0.95 of where the
 //     refusals came: collisions that keep coming, as when the network's
@@ -197,8 +199,11 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration) {
 	case from == 0:
 	case p > from || float64(run) > helpedShare*float64(testRun):
 		a.unhelped = 0 // the cut helped
-	case spent:
-		a.unhelped = 0 // the count was spent: the pace's doing
+	case spent, run <= 2*(ks.pol.Burst+1):
+		// The count was spent, or the server took little more than a
+		// resume lets go at once (the probe and a Burst): the pace's
+		// doing, not noise.
+		a.unhelped = 0
 	case a.unhelped < 1:
 		a.unhelped++ // did not help, once
 	default: // 2: did not help, twice

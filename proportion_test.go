@@ -283,11 +283,12 @@ func TestIsolatedCollisionsDoNotSinkThePace(t *testing.T) {
 // deep): each pause refills the bucket, and the pace drains it at once, so
 // the runs between refusals stay about its depth however the pace is cut
 // by a fifth. That is not a server that refuses whatever the pace: the
-// refusals of each episode come together (the count is spent), and the
-// cuts go on. Regression: two cuts that did not help took the episodes
-// for noise, the pace went back to 2,000 and each episode only paused the
-// key, 30 s at a time: 25 requests a second, 4.5-8.5x the ideal and 87 to
-// 288 429s in these seeds.
+// refusals of each episode come together (the count is spent), or after
+// little more than what a resume lets go at once, and the cuts go on.
+// Regression: two cuts that did not help took the episodes for noise, the
+// pace went back to 2,000 and each episode only paused the key, 30 s at a
+// time: 25 requests a second, 4.5-8.5x the ideal and 87 to 288 429s in
+// these seeds.
 func TestPolicyFarAboveTheQuotaIsCutDown(t *testing.T) {
 	for _, seed := range []int64{0, 2, 3} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
@@ -304,6 +305,26 @@ func TestPolicyFarAboveTheQuotaIsCutDown(t *testing.T) {
 			})
 		})
 	}
+}
+
+// The same ten times the quota, where the answers take 20 ms (a bucket of
+// 100 a second, 5 deep, and a Policy of 1,000): the resume after each
+// pause lets the probe go, then the Burst, all accepted, and the next is
+// refused, before any other is on its way. Regression: 17x the ideal,
+// 333 429s: 6 accepted a second.
+func TestPolicyFarAboveASmallQuotaIsCutDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{Latency: 20 * time.Millisecond,
+			Limits: []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}}})
+		rt := throttle.New(api, throttle.WithPolicy(throttle.Policy{Rate: 1000, Burst: 5}))
+		defer rt.Close()
+		took := job(t, rt, 2000)
+		x := took.Seconds() / (1995 * time.Second / 100).Seconds()
+		refused := api.Stats().Total.Throttled
+		t.Logf("took %v (%.3fx the ideal), %d refused", took, x, refused)
+		assert.LessOrEqual(t, x, 2.0)
+		assert.LessOrEqual(t, refused, int64(30))
+	})
 }
 
 // A quota proven lower than the configured pace becomes its ceiling: 25%
