@@ -49,6 +49,10 @@ func rows() []row {
 		// Row 3's client, named for the untold scenarios, where the server's
 		// quota headers pace it.
 		{id: 7, name: "throttle, no Policy", make: throttleRow(0)},
+		// A Policy ten times the quota: a quota guessed far too high,
+		// or cut since, with no headers to correct it. Run only when
+		// asked (-rows 8).
+		{id: 8, name: "throttle, 10x the quota", make: throttleRow(10)},
 	}
 }
 
