@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -53,6 +54,8 @@ func rows() []row {
 		// or cut since, with no headers to correct it. Run only when
 		// asked (-rows 8).
 		{id: 8, name: "throttle, 10x the quota", make: throttleRow(10)},
+		// Row 6's client told the same ten times the quota: row 8's peer.
+		{id: 9, name: "go-retryablehttp + x/time/rate, 10x", make: scaled(retryableRow(true), 10)},
 	}
 }
 
@@ -162,6 +165,16 @@ func retryableRow(limit bool) func(http.RoundTripper, quota) client {
 			}
 			return finish(resp), nil
 		}}
+	}
+}
+
+// scaled is mk told scale times the quota: a bucket's rate, a window's
+// or a counter's N.
+func scaled(mk func(http.RoundTripper, quota) client, scale float64) func(http.RoundTripper, quota) client {
+	return func(base http.RoundTripper, q quota) client {
+		q.rate *= scale
+		q.n = int(math.Round(float64(q.n) * scale))
+		return mk(base, q)
 	}
 }
 

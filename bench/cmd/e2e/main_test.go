@@ -95,8 +95,8 @@ func TestPick(t *testing.T) {
 	if err != nil || len(rs) != 2 || rs[0].id != 1 || rs[1].id != 6 {
 		t.Errorf("rows 1,6: %v, %v", rs, err)
 	}
-	if _, err := pickRows("9"); err == nil {
-		t.Error("row 9: no error")
+	if _, err := pickRows("10"); err == nil {
+		t.Error("row 10: no error")
 	}
 }
 
