@@ -273,6 +273,8 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 	}
 	if learned {
 		pause = ks.peek(at, pause, whole)
+	} else if m := ks.mirror(); m != nil && whole {
+		pause = m.logPause(at, pause)
 	}
 	ls := ks.pause(h, pause, now)
 	if learned && !ls.until.IsZero() {

@@ -219,6 +219,7 @@ type told struct {
 	logPace    time.Duration   // when a shared log's next request may go (see lowerBound)
 	shareRem   int             // Remaining in the answer to the latest admission read
 	shareAdm   uint64          // that admission
+	cutShort   time.Duration   // when a refusal's pause last ended where the log gives back (see logPause); 0: never
 
 	shownKind string  // what EventPace last said
 	shownRate float64 //
