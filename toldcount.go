@@ -84,16 +84,17 @@ func (m *told) aged(now time.Duration, n float64) time.Duration {
 // whole seconds, pauses a key that mirrors a log of recent requests: no
 // longer than until the oldest of ours the log still holds has left it.
 // The log gives back each request a window's length after it reached the
-// server, and its oldest, whoever sent it, leaves no later than ours, so
-// the server's wait, rounded up to a whole second, ends within the last
-// second before then or at it; the mirror holds the key from there as
-// usual. Never shorter than what surely remains of the wait, and not twice
-// within two windows' length: refusals that keep coming say others take
-// what the log gives back, and they pause the key for all the server asks
+// server, and its oldest, whoever sent it, leaves no later than ours: it
+// gives back by then, while the server's wait, rounded up to a whole
+// second, may end up to a second later. The mirror holds the key from
+// there as usual. Never shorter than what surely remains of the wait (the
+// wait less a second), and not twice within two windows' length:
+// refusals that keep coming say others take what the log gives back, and
+// they pause the key for all the server asks
 // (regression: two transports on a log of 200 a second told by headers
 // each paused a whole second at a refusal though the log gave back 0.3 s
 // to 0.9 s into it, and took 1.13x the ideal of both jobs on average in
-// the model, 1.10x now; with three, cut short at every refusal, one key
+// the model, 1.11x now; with three, cut short at every refusal, one key
 // was refused again at each wake and the 429s doubled).
 func (m *told) logPause(now, wait time.Duration) time.Duration {
 	p := m.length()
