@@ -90,12 +90,12 @@ func (m *told) aged(now time.Duration, n float64) time.Duration {
 // there as usual. Never shorter than what surely remains of the wait (the
 // wait less a second), and not twice within two windows' length:
 // refusals that keep coming say others take what the log gives back, and
-// they pause the key for all the server asks
-// (regression: two transports on a log of 200 a second told by headers
-// each paused a whole second at a refusal though the log gave back 0.3 s
-// to 0.9 s into it, and took 1.13x the ideal of both jobs on average in
-// the model, 1.11x now; with three, cut short at every refusal, one key
-// was refused again at each wake and the 429s doubled).
+// they pause the key for all the server asks (regression: two transports
+// on a log of 200 a second told by headers each paused a whole second at
+// a refusal though the log gave back 0.3 s to 0.9 s into it, and took
+// 1.13x the ideal of both jobs on average in the model, 1.11x now; with
+// three, cut short at every refusal, one key was refused again at each
+// wake and the 429s doubled).
 func (m *told) logPause(now, wait time.Duration) time.Duration {
 	p := m.length()
 	if m.kind != kindLog || p <= 0 || m.cutShort != 0 && now-m.cutShort < max(coarseWait, 2*p) {
