@@ -442,6 +442,20 @@ func (l *learner) measured(at time.Duration) (rate.Limit, bool) {
 	return rate.Limit(float64(l.accepted) / (at - l.since).Seconds()), true
 }
 
+// outran reports whether the key sent more than the server accepted since
+// the count began, by a tenth or more of what it sent, counting the
+// admitted units but those still on their way: what the server took is
+// then a bound of the quota, not of what the key offered. A key that sent
+// little — its workers each waiting out their own Retry-After, or fewer
+// than its pace keeps busy — had nearly all accepted, whatever its pace
+// (regression: a transport whose eight workers all waited out refusals
+// drawn by another's overshoot measured 25 a second, cut to it, and held
+// it 17 s, 8 s past the other's end: 1.38x the ideal of both jobs).
+func (l *learner) outran(admitted uint64, sending int32) bool {
+	sent := float64(admitted-l.cut) - float64(sending)
+	return float64(l.accepted) <= provedShare*sent
+}
+
 // relearn reacts to a refusal of a learned pace p at now (at from the
 // epoch), to an attempt sent at that pace; the server asks for wait (rule 3).
 func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait time.Duration) {
@@ -473,7 +487,7 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 		short := rate.Limit(float64(l.accepted) / (at - l.since).Seconds())
 		l.lo = min(l.lo, max(p*quickShare, min(short, p*cutShare)))
 		l.hi = min(l.hi, p) // far too fast is too fast: the search stays below it
-	case ok && m < l.low*provedShare:
+	case ok && m < l.low*provedShare && l.outran(ks.admitted, ks.sending):
 		l.hi, l.lo = p, m*cruiseShare // sent faster than the server took: its rate
 	default:
 		prev := l.lo

@@ -1080,3 +1080,48 @@ func TestWindowRefusalsNearACutAreTheSameNews(t *testing.T) {
 		assert.GreaterOrEqual(t, float64(after), 0.9*float64(before), "one cut for both")
 	})
 }
+
+// A key whose requests all wait out their own Retry-After sends nothing
+// meanwhile: what the server accepted from it since the refusal is what it
+// offered, not a bound of the quota, and its next refusal cuts the pace as
+// a collision does, not down to that rate (regression: in the model of two
+// transports on one bucket, one whose eight workers all waited out refusals
+// that the other's overshoot drew measured 25 a second, cut its pace to it,
+// and held it 17 s, 8 s past the other's end).
+func TestLearnedPaceIsNotCutToWhatAWaitingKeyOffered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		start := time.Now()
+		first, second := time.Second, 6400*time.Millisecond // one refusal at each
+		burst := 5 * time.Second                            // every answer refused for 79 ms: the eight on their way
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(80 * time.Millisecond)
+			mu.Lock()
+			defer mu.Unlock()
+			at := time.Since(start)
+			refuse := at >= burst && at < burst+79*time.Millisecond
+			for _, once := range []*time.Duration{&first, &second} {
+				if *once > 0 && at >= *once {
+					*once, refuse = 0, true
+				}
+			}
+			if refuse {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		var before, after rate.Limit
+		go func() {
+			time.Sleep(burst - 10*time.Millisecond)
+			before = rt.Stats().Keys["api.test"].Rate
+			time.Sleep(2 * time.Second) // past the second refusal
+			after = rt.Stats().Keys["api.test"].Rate
+		}()
+		jobOf(t, rt, 900, 8, "")
+		t.Logf("pace %.1f/s before the burst, %.1f/s after the refusal that followed it", float64(before), float64(after))
+		require.Greater(t, float64(before), 50.0, "a pace learned near what eight workers 80 ms away send")
+		assert.GreaterOrEqual(t, float64(after), 0.8*float64(before), "cut as a collision")
+	})
+}
