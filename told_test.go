@@ -651,6 +651,7 @@ type sharedQuota struct {
 	workers int           // each job's; 0: 16
 	procs   int           // transports, each with its job; 0: 2
 	opts    []throttle.Option
+	real    bool // run in real time, outside a synctest bubble (see TestModel)
 }
 
 // twoTransportsShareAQuota runs two jobs of 1,000 requests at once, each
@@ -689,7 +690,11 @@ func (r sharedRun) fair() bool {
 // server's window, for two minutes at most.
 func runSharedQuota(t *testing.T, q sharedQuota, seed int64) (r sharedRun) {
 	records, workers := cmp.Or(q.records, 1000), cmp.Or(q.workers, 16)
-	synctest.Test(t, func(t *testing.T) {
+	run := synctest.Test
+	if q.real {
+		run = func(t *testing.T, f func(*testing.T)) { f(t) }
+	}
+	run(t, func(t *testing.T) {
 		api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{q.limit},
 			XRateLimit: !q.ietf && !q.none, IETF: q.ietf && !q.none, HeadersOnSuccess: !q.none}, seed))
 		time.Sleep(q.late)
