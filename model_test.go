@@ -55,7 +55,7 @@ func TestModel(t *testing.T) {
 		t.Skip("THROTTLE_MODEL=N runs each scenario N times")
 	}
 	only := os.Getenv("THROTTLE_MODEL_ONLY")
-	real := os.Getenv("THROTTLE_MODEL_REAL") != ""
+	realTime := os.Getenv("THROTTLE_MODEL_REAL") != ""
 	quotas := []struct {
 		name  string
 		limit throttletest.Limit
@@ -72,14 +72,14 @@ func TestModel(t *testing.T) {
 				continue
 			}
 			q := sharedQuota{name: name, limit: quota.limit, ietf: told == "ietf", none: told == "none",
-				ideal: quota.ideal, records: 2000, workers: 8, real: real}
+				ideal: quota.ideal, records: 2000, workers: 8, realTime: realTime}
 			t.Run(name, func(t *testing.T) {
 				var took []float64
 				var refused int64
 				fair := 0
 				for seed := range int64(runs) {
 					ideal := q.ideal
-					if quota.limit.Algorithm == throttletest.FixedWindow && !real {
+					if quota.limit.Algorithm == throttletest.FixedWindow && !realTime {
 						// A server's windows begin on its own clock's
 						// seconds, not at the jobs' start: each run
 						// starts at its seed's point of one, whose

@@ -637,21 +637,21 @@ func TestTwoTransportsShareAWindowThatBeganBefore(t *testing.T) {
 // A sharedQuota is a quota two transports share, told by its headers, and
 // what they must achieve.
 type sharedQuota struct {
-	name    string
-	limit   throttletest.Limit
-	ietf    bool          // told by IETF headers, not X-RateLimit-*
-	none    bool          // told by no quota headers: 429s and their Retry-After alone
-	ideal   time.Duration // of the two jobs together
-	slack   float64       // the most over the ideal; 0: any
-	refused int64         // the most 429s
-	fair    bool          // each gets a fair share: neither ends its job before the other has done most of its
-	late    time.Duration // how far into the server's window the jobs start
-	join    time.Duration // how long after the first job the second starts
-	records int           // each job's; 0: 1,000
-	workers int           // each job's; 0: 16
-	procs   int           // transports, each with its job; 0: 2
-	opts    []throttle.Option
-	real    bool // run in real time, outside a synctest bubble (see TestModel)
+	name     string
+	limit    throttletest.Limit
+	ietf     bool          // told by IETF headers, not X-RateLimit-*
+	none     bool          // told by no quota headers: 429s and their Retry-After alone
+	ideal    time.Duration // of the two jobs together
+	slack    float64       // the most over the ideal; 0: any
+	refused  int64         // the most 429s
+	fair     bool          // each gets a fair share: neither ends its job before the other has done most of its
+	late     time.Duration // how far into the server's window the jobs start
+	join     time.Duration // how long after the first job the second starts
+	records  int           // each job's; 0: 1,000
+	workers  int           // each job's; 0: 16
+	procs    int           // transports, each with its job; 0: 2
+	opts     []throttle.Option
+	realTime bool // run in real time, outside a synctest bubble (see TestModel)
 }
 
 // twoTransportsShareAQuota runs two jobs of 1,000 requests at once, each
@@ -691,7 +691,7 @@ func (r sharedRun) fair() bool {
 func runSharedQuota(t *testing.T, q sharedQuota, seed int64) (r sharedRun) {
 	records, workers := cmp.Or(q.records, 1000), cmp.Or(q.workers, 16)
 	run := synctest.Test
-	if q.real {
+	if q.realTime {
 		run = func(t *testing.T, f func(*testing.T)) { f(t) }
 	}
 	run(t, func(t *testing.T) {
