@@ -1156,24 +1156,24 @@ func TestThreeTransportsShareAWindow(t *testing.T) {
 // whole. The refill a key credits a reading on its next request's way
 // there, a sliver of the depth this near, tilted them toward the one that
 // measured the faster rate (regression: 99 runs of 200 fair in the model,
-// 182 before the credit; this test's runs were fair 8-14 times in 24,
-// now 19-24).
+// 182 before the credit). The runs' order of goroutines varies, so the
+// rule is on 48 runs, 24 told by each form of headers: fair 21-27 times
+// before, 44-45 now (4 executions each); 34 is 3 deviations and more from
+// either.
 func TestTwoTransportsShareANearBucketFairly(t *testing.T) {
+	fair := 0
 	for _, ietf := range []bool{false, true} {
-		t.Run(fmt.Sprint("ietf=", ietf), func(t *testing.T) {
-			q := sharedQuota{limit: quotaBucket, ietf: ietf, records: 2000, workers: 8}
-			fair := 0
-			for seed := range int64(24) {
-				r := runSharedQuota(t, q, seed)
-				assert.Zero(t, r.failed)
-				if r.fair() {
-					fair++
-				}
+		q := sharedQuota{limit: quotaBucket, ietf: ietf, records: 2000, workers: 8}
+		for seed := range int64(24) {
+			r := runSharedQuota(t, q, seed)
+			assert.Zero(t, r.failed)
+			if r.fair() {
+				fair++
 			}
-			t.Logf("%d of 24 fair", fair)
-			assert.GreaterOrEqual(t, fair, 17, "a fair share each, in most runs")
-		})
+		}
 	}
+	t.Logf("%d of 48 fair", fair)
+	assert.GreaterOrEqual(t, fair, 34, "a fair share each, in most runs")
 }
 
 // Two transports on a leaky bucket of 200 a second with one place to wait,
