@@ -1158,8 +1158,8 @@ func TestThreeTransportsShareAWindow(t *testing.T) {
 // measured the faster rate (regression: 99 runs of 200 fair in the model,
 // 182 before the credit). The runs' order of goroutines varies, so the
 // rule is on 48 runs, 24 told by each form of headers: fair 21-27 times
-// before, 44-45 now (4 executions each); 34 is 3 deviations and more from
-// either.
+// before, 44-46 now (6 executions, 2 under -race); 34 is 3 deviations and
+// more from either.
 func TestTwoTransportsShareANearBucketFairly(t *testing.T) {
 	fair := 0
 	for _, ietf := range []bool{false, true} {
