@@ -232,13 +232,25 @@ func plainHost(h string) bool {
 
 // admitted tells an attempt's wait for its turn, if it waited, and the
 // Store's news.
-func (r *request) admitted(attempt int, tk ticket) {
+func (r *request) admitted(attempt int, tk *ticket) {
+	if !tk.asked && tk.waited <= 0 {
+		return
+	}
+	// The events function is the user's: should it panic, the attempt,
+	// admitted but never sent, gives back all it holds (see unsend).
+	done := false
+	defer func() {
+		if !done {
+			r.t.unsend(r.ks, tk)
+		}
+	}()
 	if tk.asked {
-		r.storeNews(tk)
+		r.storeNews(*tk)
 	}
 	if tk.waited > 0 {
 		r.emit(Event{Kind: EventWaited, Attempt: attempt, Wait: tk.waited, Limit: tk.heldBy, Cost: r.cost})
 	}
+	done = true
 }
 
 // refused tells a request that ended without being sent: err is a

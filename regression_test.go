@@ -480,3 +480,61 @@ func TestRetryWhoseDelayAlreadyPassedGoesAtOnce(t *testing.T) {
 		assert.Equal(t, 10*time.Millisecond, time.Since(start))
 	})
 }
+
+// An events function that panics on an attempt's EventWaited, sent after
+// the attempt was admitted and before it went, leaves the key as it was:
+// the attempt gives back its in-flight slot and its window entry, and the
+// request's body is closed (regression, found in review: the slot and the
+// entry were held for ever, so that the key sent nothing again, and the
+// body was left open).
+func TestPanickingWaitedEventLeavesTheKeyInOrder(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		pol  throttle.Policy
+	}{
+		{"in-flight cap", throttle.Policy{MaxInFlight: 1}},
+		{"window", throttle.Policy{Windows: []throttle.Window{{N: 1, Per: time.Second}}}},
+		{"bucket", throttle.Policy{Rate: 1, Burst: 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var sent atomic.Int64
+				var panicky atomic.Bool
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					sent.Add(1)
+					return reply(r, http.StatusOK), nil
+				}), throttle.WithPolicy(tt.pol), throttle.WithEvents(func(e throttle.Event) {
+					if e.Kind == throttle.EventWaited && panicky.Load() {
+						panic("user code")
+					}
+				}))
+				defer rt.Close()
+				// The first holds the slot (its body open), or spends the
+				// window or the bucket: the second waits, then its
+				// EventWaited panics.
+				first, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://w.test/"))
+				require.NoError(t, err)
+				panicky.Store(true)
+				body := &closeCounter{Reader: strings.NewReader("x")}
+				req := newReq(t, context.Background(), http.MethodPut, "http://w.test/")
+				req.Body = body
+				done := make(chan any)
+				go func() {
+					defer func() { done <- recover() }()
+					_, _ = rt.RoundTrip(req)
+				}()
+				synctest.Wait()
+				time.Sleep(2 * time.Second) // the window and the bucket give back
+				first.Body.Close()          // the slot goes back
+				assert.Equal(t, "user code", <-done)
+				panicky.Store(false)
+				assert.Equal(t, 1, body.closed, "the body of the request that never went")
+				assert.EqualValues(t, 1, sent.Load(), "the attempt whose event panicked never went")
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				require.NoError(t, doCtx(t, ctx, rt, "http://w.test/after"), "the key still sends")
+				assert.Zero(t, rt.Stats().Keys["w.test"].InFlight)
+			})
+		})
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -275,15 +277,52 @@ func TestStoreFallbackEvents(t *testing.T) {
 }
 
 // TestStorePanicLeavesKeyInOrder: a Store that panics does not leave the
-// key's line without a head.
+// key's line without a head, and the request's body is closed (it was left
+// open: found in review).
 func TestStorePanicLeavesKeyInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &fakeStore{reserve: func(time.Duration) (throttle.Reservation, error) { panic("store bug") }}
 		rt := throttle.New(newRecorder(), throttle.WithStore(store), fast)
-		assert.PanicsWithValue(t, "store bug", func() { _ = do(t, rt, "http://api.example/x") })
+		body := &closeCounter{Reader: strings.NewReader("x")}
+		req := newReq(t, context.Background(), http.MethodPut, "http://api.example/x")
+		req.Body = body
+		assert.PanicsWithValue(t, "store bug", func() { _, _ = rt.RoundTrip(req) })
+		assert.Equal(t, 1, body.closed, "the body of the request that never went")
 		store.set(func(time.Duration) (throttle.Reservation, error) { return throttle.Reservation{OK: true}, nil })
 		assert.NoError(t, do(t, rt, "http://api.example/x"))
 		assert.Zero(t, rt.Stats().Total.Queued)
+	})
+}
+
+// An events function that panics on EventStore, sent after the attempt was
+// admitted and before it went, leaves the key in order: the attempt gives
+// back its in-flight slot, and the request's body is closed (regression,
+// found in review: the slot was held for ever).
+func TestStoreEventPanicLeavesKeyInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		down := errors.New("connection refused")
+		store := &fakeStore{reserve: func(time.Duration) (throttle.Reservation, error) {
+			return throttle.Reservation{OK: true, Fallback: down}, nil
+		}}
+		var panicky atomic.Bool
+		panicky.Store(true)
+		rt := throttle.New(newRecorder(), throttle.WithStore(store),
+			throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 10, MaxInFlight: 1}),
+			throttle.WithEvents(func(e throttle.Event) {
+				if e.Kind == throttle.EventStore && panicky.Load() {
+					panic("user code")
+				}
+			}))
+		defer rt.Close()
+		body := &closeCounter{Reader: strings.NewReader("x")}
+		req := newReq(t, context.Background(), http.MethodPut, "http://api.example/x")
+		req.Body = body
+		assert.PanicsWithValue(t, "user code", func() { _, _ = rt.RoundTrip(req) })
+		panicky.Store(false)
+		assert.Equal(t, 1, body.closed, "the body of the request that never went")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		require.NoError(t, doCtx(t, ctx, rt, "http://api.example/x"), "the slot was given back")
 	})
 }
 

@@ -195,14 +195,15 @@ type request struct {
 }
 
 func (r *request) do() (*http.Response, error) {
-	// User code runs on the way (events, GetBody). Should it panic, the
-	// response in hand is closed, which gives back its in-flight slot, and
-	// so is a body GetBody made for a retry, before the panic goes on: a
-	// panicking callback cannot break the key.
+	// User code runs on the way (events, GetBody, a Store). Should it
+	// panic, the response in hand is closed, which gives back its
+	// in-flight slot, and so is a body GetBody made for a retry, and the
+	// body of a request not yet handed to the base, before the panic goes
+	// on: a panicking callback cannot break the key, nor keep a body open.
 	var inHand *http.Response
-	var pending *http.Request
+	var pending, unsent *http.Request
 	defer func() {
-		if inHand == nil && pending == nil {
+		if inHand == nil && pending == nil && unsent == nil {
 			return
 		}
 		if p := recover(); p != nil {
@@ -210,11 +211,13 @@ func (r *request) do() (*http.Response, error) {
 				inHand.Body.Close()
 			}
 			closeBody(pending)
+			closeBody(unsent)
 			panic(p)
 		}
 	}()
 	send, now, mono := r.req, r.arrived, r.mono
 	for attempt := 1; ; attempt++ {
+		unsent = send      // until the base has it
 		var last time.Time // a retry must be admitted by MaxElapsed
 		if attempt > 1 {
 			last = r.arrived.Add(r.t.cfg.retry.MaxElapsed)
@@ -231,8 +234,9 @@ func (r *request) do() (*http.Response, error) {
 			return nil, err
 		}
 		if r.t.cfg.events != nil {
-			r.admitted(attempt, tk)
+			r.admitted(attempt, &tk)
 		}
+		unsent = nil
 		resp, err := r.t.send(r.ks, &tk, send)
 		inHand = resp
 		var o outcome // (large: judged in place, passed on by pointer)
@@ -430,13 +434,7 @@ func (t *Transport) send(ks *keyState, tk *ticket, req *http.Request) (*http.Res
 			return // (no recover to call)
 		}
 		if p := recover(); p != nil {
-			now := time.Now()
-			ks.mu.Lock()
-			t.learn(&lesson{}, ks, tk, nil, &hint{}, 0, now, t.since(now))
-			if tk.slot {
-				ks.slots--
-			}
-			ks.mu.Unlock()
+			t.unsend(ks, tk)
 			panic(p)
 		}
 	}()
@@ -446,6 +444,21 @@ func (t *Transport) send(ks *keyState, tk *ticket, req *http.Request) (*http.Res
 		err = errors.New("throttle: the base RoundTripper returned neither a response nor an error")
 	}
 	return resp, err
+}
+
+// unsend puts the key in order after a panic between the admission of the
+// attempt tk and its answer (the base's, or an events function's before the
+// attempt went): the attempt ends as one with no answer, which gives back
+// its place on the wire (a window's entry, the count of those sending), and
+// its in-flight slot.
+func (t *Transport) unsend(ks *keyState, tk *ticket) {
+	now := time.Now()
+	ks.mu.Lock()
+	t.learn(&lesson{}, ks, tk, nil, &hint{}, 0, now, t.since(now))
+	if tk.slot {
+		ks.slots--
+	}
+	ks.mu.Unlock()
 }
 
 // retryable reports whether the attempt's outcome is one that may be retried
