@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -66,7 +67,7 @@ func holdsCredential(req *http.Request, key string) bool {
 	if len(key) < minSecret {
 		return false
 	}
-	in := func(v string) bool {
+	plain := func(v string) bool {
 		if len(v) >= minSecret && strings.Contains(key, v) {
 			return true
 		}
@@ -76,6 +77,13 @@ func holdsCredential(req *http.Request, key string) bool {
 			}
 		}
 		return false
+	}
+	// A key made from the URL (its String, its query) holds a value as
+	// the URL carries it, escaped: a base64 token's '/', '+' and '=', a
+	// password's '@' (regression, found in review: such keys were shown
+	// as they were).
+	in := func(v string) bool {
+		return plain(v) || plain(url.QueryEscape(v)) || plain(url.PathEscape(v))
 	}
 	for name, vs := range req.Header {
 		if secretName(name) {
@@ -90,15 +98,20 @@ func holdsCredential(req *http.Request, key string) bool {
 		if p, ok := u.Password(); ok && in(p) || in(u.Username()) {
 			return true
 		}
+		if name, p, ok := strings.Cut(u.String(), ":"); ok && plain(p) || plain(name) {
+			return true // as the URL writes them
+		}
 	}
-	if req.URL.RawQuery != "" {
-		for name, vs := range req.URL.Query() {
-			if secretName(name) {
-				for _, v := range vs {
-					if in(v) {
-						return true
-					}
-				}
+	for q := req.URL.RawQuery; q != ""; {
+		var pair string
+		pair, q, _ = strings.Cut(q, "&")
+		raw, v, _ := strings.Cut(pair, "=")
+		if name, err := url.QueryUnescape(raw); err == nil && secretName(name) || err != nil && secretName(raw) {
+			if plain(v) { // as the URL carries it
+				return true
+			}
+			if v, err := url.QueryUnescape(v); err == nil && in(v) {
+				return true
 			}
 		}
 	}

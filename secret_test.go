@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -47,52 +48,86 @@ func TestKeysNeverShowACredential(t *testing.T) {
 			func(r *http.Request) string { return r.URL.User.String() }, "redacted:"},
 		{"key-by-header", "http://h.test/", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+secret) },
 			throttle.KeyByHeader("Authorization"), "h.test authorization:"},
+		// As the URL carries them: a base64 token's '/', '+' and '=',
+		// and a password's '@' and '/', escaped (they were shown so:
+		// found in review).
+		{"query-escaped", "http://h.test/v1/items?access_token=" + url.QueryEscape(secret+"/+q=="), nil,
+			func(r *http.Request) string { return r.URL.String() }, "redacted:"},
+		{"user-info-escaped", "http://bob:" + url.QueryEscape(secret+"@/p") + "@h.test/", nil,
+			func(r *http.Request) string { return r.URL.String() }, "redacted:"},
+		{"user-info-path-escaped", "http://bob:" + url.PathEscape(secret+"@/p") + "@h.test/", nil,
+			func(r *http.Request) string { return r.URL.String() }, "redacted:"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				var logs bytes.Buffer
-				var mu sync.Mutex
-				log := slog.New(slog.NewTextHandler(&logs, nil))
-				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
-					return reply(r, http.StatusTooManyRequests, "Retry-After", "60"), nil
-				}), throttle.WithKey(tt.key), throttle.WithRetry(throttle.Retry{MaxAttempts: 2}),
-					throttle.WithEvents(func(e throttle.Event) {
-						mu.Lock()
-						defer mu.Unlock()
-						log.Info("throttle", "event", e)
-					}))
-				defer rt.Close()
-				send := func(ctx context.Context) error {
-					req := newReq(t, ctx, http.MethodGet, tt.url)
-					if tt.setup != nil {
-						tt.setup(req)
-					}
-					resp, err := rt.RoundTrip(req)
-					if err == nil {
-						resp.Body.Close()
-					}
-					return err
+		for _, option := range []bool{false, true} {
+			name := tt.name
+			if option {
+				name += "/PartitionKey"
+				if tt.shown != "redacted:" {
+					continue // KeyByHeader's digest is its own
 				}
-				require.NoError(t, send(context.Background())) // throttled, retried, then the 429
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				defer cancel()
-				err := send(ctx)
-				require.ErrorIs(t, err, throttle.ErrWouldExceedDeadline)
-
-				st := rt.Stats()
-				require.Len(t, st.Keys, 1)
-				for k := range st.Keys {
-					assert.True(t, strings.HasPrefix(k, tt.shown), "shown as %q", k)
-				}
-				for what, text := range map[string]string{"logs": logs.String(), "error": err.Error(), "stats": fmt.Sprint(st)} {
-					assert.NotContains(t, text, secret, what)
-					assert.NotContains(t, text, secret[:12], what)
-				}
-				assert.NotZero(t, logs.Len(), "events were logged")
+			}
+			t.Run(name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					keysCredentialsHidden(t, tt.url, tt.setup, tt.key, option, tt.shown)
+				})
 			})
-		})
+		}
 	}
+}
+
+// keysCredentialsHidden sends two requests to u (made by setup) through a
+// transport that always refuses, keyed by key: by WithKey, or, with
+// option, by the PartitionKey option of each request (a transport without
+// WithKey redacted nothing of it: found in review). The key is shown as
+// shown (a prefix), and no log line, error or Stats shows the secret.
+func keysCredentialsHidden(t *testing.T, u string, setup func(*http.Request), key func(*http.Request) string, option bool, shown string) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	opts := []throttle.Option{throttle.WithRetry(throttle.Retry{MaxAttempts: 2}),
+		throttle.WithEvents(func(e throttle.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			log.Info("throttle", "event", e)
+		})}
+	if !option {
+		opts = append(opts, throttle.WithKey(key))
+	}
+	rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+		return reply(r, http.StatusTooManyRequests, "Retry-After", "60"), nil
+	}), opts...)
+	defer rt.Close()
+	send := func(ctx context.Context) error {
+		req := newReq(t, ctx, http.MethodGet, u)
+		if setup != nil {
+			setup(req)
+		}
+		if option {
+			req = req.WithContext(throttle.With(ctx, throttle.PartitionKey(key(req))))
+		}
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	require.NoError(t, send(context.Background())) // throttled, retried, then the 429
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err := send(ctx)
+	require.ErrorIs(t, err, throttle.ErrWouldExceedDeadline)
+
+	st := rt.Stats()
+	require.Len(t, st.Keys, 1)
+	for k := range st.Keys {
+		assert.True(t, strings.HasPrefix(k, shown), "shown as %q", k)
+	}
+	for what, text := range map[string]string{"logs": logs.String(), "error": err.Error(), "stats": fmt.Sprint(st)} {
+		assert.NotContains(t, text, secret, what)
+		assert.NotContains(t, text, secret[:12], what)
+	}
+	assert.NotZero(t, logs.Len(), "events were logged")
 }
 
 // A key without a credential in it is shown as it is, and KeyByHeader

@@ -140,8 +140,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	r := request{place: place{prio: ro.prio, arrived: now, cost: max(ro.cost, 1)},
 		t: t, req: req, ctx: req.Context(), mono: mono, held: true, noRetry: ro.noRetry}
-	r.ks, r.seq = t.acquire(pol, key, req) // locked: the first attempt's admission goes on
-	defer func() {                         // deferred, so that a panicking base does not pin the key
+	r.ks, r.seq = t.acquire(pol, key, req, key != host) // locked: the first attempt's admission goes on
+	defer func() {                                      // deferred, so that a panicking base does not pin the key
 		if r.held {
 			r.ks.mu.Lock()
 			r.release()
