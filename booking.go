@@ -98,9 +98,9 @@ func (r *request) storeNews(tk ticket) {
 
 // share tells the Store what an answer taught the key that the other
 // Transports must know: the pause it began or extended, and the pace it
-// cut. The Store's errors are not the request's: the key itself holds
-// whatever it learned.
-func (t *Transport) share(ctx context.Context, ks *keyState, ls lesson, now time.Time) {
+// cut, under p, the key's policy when the answer came. The Store's errors
+// are not the request's: the key itself holds whatever it learned.
+func (t *Transport) share(ctx context.Context, ks *keyState, p *Policy, ls lesson, now time.Time) {
 	s := Slowdown{Pace: ls.cut}
 	if ls.until.After(now) {
 		s.Pause = ls.until.Sub(now)
@@ -108,5 +108,5 @@ func (t *Transport) share(ctx context.Context, ks *keyState, ls lesson, now time
 	if s.Pause <= 0 && s.Pace <= 0 {
 		return
 	}
-	_ = t.cfg.store.Slow(context.WithoutCancel(ctx), ks.key, ks.pol.Policy, s)
+	_ = t.cfg.store.Slow(context.WithoutCancel(ctx), ks.key, *p, s)
 }

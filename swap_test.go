@@ -111,10 +111,22 @@ func TestSetHostPolicyErrors(t *testing.T) {
 }
 
 // Policies replaced while requests come and go, from many goroutines: no
-// request is lost, and the race detector finds nothing.
+// request is lost, and the race detector finds nothing, with a Store too
+// (an answer read the key's policy, to tell the Store, without the key's
+// lock: found in review).
 func TestSetPolicyWhileRequestsRun(t *testing.T) {
-	rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) { return reply(r, http.StatusOK), nil }),
-		throttle.WithHostPolicy("*.test", throttle.Policy{Rate: 1e6, Burst: 100, Windows: []throttle.Window{{N: 1000, Per: time.Millisecond}}}))
+	for _, store := range []bool{false, true} {
+		t.Run(fmt.Sprint("store=", store), func(t *testing.T) { setPolicyWhileRequestsRun(t, store) })
+	}
+}
+
+func setPolicyWhileRequestsRun(t *testing.T, store bool) {
+	opts := []throttle.Option{throttle.WithHostPolicy("*.test",
+		throttle.Policy{Rate: 1e6, Burst: 100, Windows: []throttle.Window{{N: 1000, Per: time.Millisecond}}})}
+	if store {
+		opts = append(opts, throttle.WithStore(throttle.NewMemoryStore()))
+	}
+	rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) { return reply(r, http.StatusOK), nil }), opts...)
 	defer rt.Close()
 	var wg sync.WaitGroup
 	stop := make(chan struct{})

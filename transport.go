@@ -346,6 +346,10 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	if !o.retryable && !r.asksUser() {
 		r.release() // the last answer (else RoundTrip lets go of the key on the way out)
 	}
+	var shared *Policy // the policy to tell the Store under, read while the key is locked (SetPolicy may replace it)
+	if r.t.shares(ks) {
+		shared = &ks.pol.Policy
+	}
 	ks.mu.Unlock()
 	if tied {
 		holdSlot(resp, ks)
@@ -366,8 +370,8 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	if r.t.cfg.events != nil {
 		r.told(attempt, resp, err, o)
 	}
-	if r.t.shares(r.ks) {
-		r.t.share(r.ctx, r.ks, o.ls, o.now)
+	if shared != nil {
+		r.t.share(r.ctx, r.ks, shared, o.ls, o.now)
 	}
 }
 
