@@ -315,6 +315,39 @@ func TestSaturatedPauseHoldsKeysWithWindows(t *testing.T) {
 	}
 }
 
+// A 2xx saying nothing remains until a reset too far for a time.Duration
+// (seconds, milliseconds or a date centuries off: ParseQuota saturates it)
+// holds the key as one just short of that does: the next request fails at
+// once with ErrPaused, whether the answer came at the transport's first
+// instant or later (regression, found in review: the reset's sum wrapped
+// around, and the next request was sent; at the first instant it waited
+// for an answer that never came, for ever without a deadline).
+func TestSaturatedResetOnASuccessHoldsTheKey(t *testing.T) {
+	for _, reset := range []string{"2562047h", "99999999999999999999", "9999999999999ms"} {
+		for _, after := range []time.Duration{0, time.Second} {
+			t.Run(fmt.Sprint(reset, "/after=", after), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					var sent atomic.Int64
+					rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+						sent.Add(1)
+						return reply(r, http.StatusOK, "X-RateLimit-Limit", "10", "X-RateLimit-Remaining", "0",
+							"X-RateLimit-Reset", reset), nil
+					}))
+					defer rt.Close()
+					time.Sleep(after)
+					require.NoError(t, do(t, rt, "http://s.test/"))
+					ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+					defer cancel()
+					start := time.Now()
+					require.ErrorIs(t, doCtx(t, ctx, rt, "http://s.test/"), throttle.ErrPaused)
+					assert.Zero(t, time.Since(start), "at once")
+					assert.EqualValues(t, 1, sent.Load(), "nothing sent until the reset")
+				})
+			})
+		}
+	}
+}
+
 // A window cut below N must not overwrite an entry that still counts (an
 // answer that came late): once N climbs back, that request would be
 // forgotten and the server would see more than N in one Per.

@@ -151,6 +151,8 @@ const (
 	othersShown = 16               // Remaining fell by this many more than ours: others spend the quota
 	reserveFor  = time.Second / 4  // a bucket's tokens held back are at most what it refills in this long
 	regrowAfter = 5 * time.Second  // a bucket unrefused this long, full at both ends of a span, is probed quickly again
+
+	longestReset = holdsForAnswer / 4 // a reset further off (73 years) is taken as this far: sums of it never overflow
 )
 
 // wantsQuota reports whether the headers of the answer to admission adm
@@ -413,8 +415,15 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 		m.spentByOthers(now, sent, r, adm)
 	}
 	if q.HasReset {
-		m.longest = max(m.longest, q.Reset)
-		at := now + q.Reset
+		// A reset of centuries (ParseQuota saturates one too far for a
+		// Duration) is kept short of what would overflow the sums made
+		// of it (regression, found in review: now plus a saturated reset
+		// wrapped around, and Remaining 0 on a 2xx let the next request
+		// go, or, read at the epoch, held it for an answer that never
+		// came).
+		reset := min(q.Reset, longestReset)
+		m.longest = max(m.longest, reset)
+		at := now + min(reset, holdsForAnswer-1-now)
 		m.coarse = q.Reset <= coarseWait && q.Reset%time.Second == 0
 		switch {
 		case m.kind == kindBucket:
