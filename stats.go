@@ -169,13 +169,13 @@ func (t *Transport) Stats() Stats {
 			ks.mu.Lock()
 			if !ks.dead {
 				st := ks.snapshot(t, now)
+				s.Total.add(&st) // this state's alone: another of the key's is in the total already
 				k, twice := s.Keys[ks.name()]
 				if twice { // one key under two policies: the counts add up, the rest is the lower
 					st.add(&k)
 					st.Rate, st.Remaining = min(k.Rate, st.Rate), min(k.Remaining, st.Remaining)
 				}
 				s.Keys[ks.name()] = st
-				s.Total.add(&st)
 			}
 			ks.mu.Unlock()
 			return false

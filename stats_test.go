@@ -40,3 +40,24 @@ func TestStatsSayWhatHappened(t *testing.T) {
 	assert.Zero(t, st.Total.Rate, "paces of different keys do not add up")
 	assert.EqualValues(t, 42, st.Total.Requests)
 }
+
+// One key under two policies (a tenant's key, on two hosts with policies
+// of their own) is one entry of Stats.Keys, its counts added up, and
+// counted once in the total (regression, found in review: the total
+// counted the first state twice, 3 requests of 2).
+func TestStatsOfOneKeyUnderTwoPolicies(t *testing.T) {
+	rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) { return reply(r, http.StatusOK), nil }),
+		throttle.WithKey(func(*http.Request) string { return "tenant-1" }),
+		throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 10}),
+		throttle.WithHostPolicy("b.test", throttle.Policy{Rate: 50, Burst: 5}))
+	defer rt.Close()
+	for _, u := range []string{"http://a.test/", "http://b.test/", "http://b.test/"} {
+		require.NoError(t, do(t, rt, u))
+	}
+	st := rt.Stats()
+	require.Len(t, st.Keys, 1)
+	assert.EqualValues(t, 3, st.Keys["tenant-1"].Requests)
+	assert.EqualValues(t, 3, st.Total.Requests)
+	assert.EqualValues(t, 3, st.Total.Attempts)
+	assert.EqualValues(t, 50, st.Keys["tenant-1"].Rate, "the lower pace")
+}
