@@ -44,8 +44,9 @@ func WithPolicy(p Policy) Option {
 
 // WithHostPolicy sets the pacing of requests to one host. The pattern is a
 // hostname, matched exactly and case-insensitively, on any port
-// ("api.example.com"); a hostname with a port, matching that port only
-// ("localhost:8080"); or "*.example.com", which matches every subdomain of
+// ("api.example.com"; an IPv6 address with or without its brackets, "::1"
+// or "[::1]"); a hostname with a port, matching that port only
+// ("localhost:8080", "[::1]:8080"); or "*.example.com", which matches every subdomain of
 // example.com but not example.com itself. An exact pattern wins over a
 // wildcard, and a longer wildcard over a shorter one. New panics on an empty
 // or malformed pattern, on a pattern given twice (case-insensitively), or on
@@ -57,7 +58,7 @@ func WithHostPolicy(pattern string, p Policy) Option {
 			return
 		}
 		where := fmt.Sprintf("WithHostPolicy(%q)", pattern)
-		pattern := strings.ToLower(pattern)
+		pattern := hostPattern(pattern)
 		c.once(fmt.Sprintf("WithHostPolicy(%q)", pattern))
 		if bad := p.problems(where); len(bad) > 0 {
 			c.problems = append(c.problems, bad...)
@@ -70,6 +71,18 @@ func WithHostPolicy(pattern string, p Policy) Option {
 			c.ports = c.ports || strings.Contains(pattern, ":")
 		}
 	})
+}
+
+// hostPattern is a WithHostPolicy pattern as it is looked up: lower-cased,
+// and an IPv6 address without a port without its brackets, as a URL's
+// Hostname gives it ("[::1]" matches "http://[::1]:8080/", as "::1" does;
+// found in review: it matched only URLs without a port).
+func hostPattern(pattern string) string {
+	pattern = strings.ToLower(pattern)
+	if len(pattern) > 2 && pattern[0] == '[' && pattern[len(pattern)-1] == ']' {
+		return pattern[1 : len(pattern)-1]
+	}
+	return pattern
 }
 
 // WithKey sets the partition key: requests with the same key (under the same

@@ -58,7 +58,7 @@ func (t *Transport) SetHostPolicy(pattern string, p Policy) error {
 	if bad := p.problems(where); len(bad) > 0 {
 		return asError(bad)
 	}
-	pattern = strings.ToLower(pattern)
+	pattern = hostPattern(pattern)
 	s, ok := t.cfg.exact[pattern]
 	if dom, wild := strings.CutPrefix(pattern, "*."); wild {
 		s, ok = t.cfg.wildcard[dom]

@@ -74,6 +74,11 @@ func TestHostPolicyPatterns(t *testing.T) {
 		{"https://secure.test/", true, "host:443 pattern, default port left out"},
 		{"https://secure.test:443/", true, "host:443 pattern, default port spelled out"},
 		{"http://secure.test/", false, "host:443 pattern: not port 80"},
+		{"http://[::1]:8080/", true, "an IPv6 address in brackets, on any port"},
+		{"http://[::1]/", true, "an IPv6 address in brackets, no port"},
+		{"http://[::2]:8080/", true, "an IPv6 address, on any port"},
+		{"http://[::3]:8080/", true, "an IPv6 address in brackets with its port"},
+		{"http://[::3]:8081/", false, "an IPv6 address in brackets with its port: that port only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.reason, func(t *testing.T) {
@@ -84,8 +89,14 @@ func TestHostPolicyPatterns(t *testing.T) {
 					throttle.WithHostPolicy("api.example.com", throttle.Policy{Rate: 1, Burst: 1}),
 					throttle.WithHostPolicy("*.wild.test", throttle.Policy{Rate: 1, Burst: 1}),
 					throttle.WithHostPolicy("localhost:9000", throttle.Policy{Rate: 1, Burst: 1}),
-					throttle.WithHostPolicy("secure.test:443", throttle.Policy{Rate: 1, Burst: 1}))
+					throttle.WithHostPolicy("secure.test:443", throttle.Policy{Rate: 1, Burst: 1}),
+					throttle.WithHostPolicy("[::1]", throttle.Policy{Rate: 1, Burst: 1}),
+					throttle.WithHostPolicy("::2", throttle.Policy{Rate: 1, Burst: 1}),
+					throttle.WithHostPolicy("[::3]:8080", throttle.Policy{Rate: 1, Burst: 1}))
 				defer rt.Close()
+				// Either spelling of an address names the pattern.
+				require.NoError(t, rt.SetHostPolicy("::1", throttle.Policy{Rate: 1, Burst: 1}))
+				require.NoError(t, rt.SetHostPolicy("[::2]", throttle.Policy{Rate: 1, Burst: 1}))
 				require.NoError(t, do(t, rt, tt.url))
 				require.NoError(t, do(t, rt, tt.url))
 				want := time.Millisecond
