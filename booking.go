@@ -51,6 +51,8 @@ func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline 
 	}
 	until := now.Add(res.Wait)
 	switch {
+	case t.closed.Load():
+		return fail(holder{}, time.Time{}, ErrClosed) // (Close ended the call, or came during it)
 	case err != nil && ctx.Err() != nil:
 		return fail(held, time.Time{}, ctx.Err())
 	case err != nil:
@@ -73,8 +75,10 @@ func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline 
 	return nil
 }
 
-// reserve calls the Store. Should it panic, w leaves the line, so that the
-// key is not left without a head, before the panic goes on.
+// reserve calls the Store, with a context that Close ends too: a request
+// waiting for its turn fails with ErrClosed at once, not once the Store
+// answers. Should the Store panic, w leaves the line, so that the key is
+// not left without a head, before the panic goes on.
 func (t *Transport) reserve(ctx context.Context, ks *keyState, w *waiter, p Policy, maxWait time.Duration) (Reservation, error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -84,6 +88,10 @@ func (t *Transport) reserve(ctx context.Context, ks *keyState, w *waiter, p Poli
 			panic(p)
 		}
 	}()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(t.closing, cancel)
+	defer stop()
 	return t.cfg.store.Reserve(ctx, ks.key, p, w.cost, maxWait)
 }
 

@@ -229,6 +229,13 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 					ks.mu.Unlock()
 					return werr
 				}
+				if t.closed.Load() {
+					// Closed while it asked the Store (regression, found
+					// in review: it went after Close).
+					ks.remove(w)
+					ks.mu.Unlock()
+					return fail(holder{}, time.Time{}, ErrClosed)
+				}
 				now = time.Now()
 				continue
 			case !at.After(now) && ctx.Err() == nil:

@@ -3,6 +3,7 @@ package throttle_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -444,6 +445,55 @@ func TestMemoryStoreChangesNothingAlone(t *testing.T) {
 			}
 			require.Len(t, runs[1], 200)
 			assert.Equal(t, runs[0], runs[1])
+		})
+	}
+}
+
+// slowStore answers each Reserve after a second, or when its context ends,
+// if it honours it.
+type slowStore struct{ honours bool }
+
+func (s slowStore) Reserve(ctx context.Context, _ string, _ throttle.Policy, _ int, _ time.Duration) (throttle.Reservation, error) {
+	if s.honours {
+		select {
+		case <-ctx.Done():
+			return throttle.Reservation{}, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	} else {
+		time.Sleep(time.Second)
+	}
+	return throttle.Reservation{OK: true}, nil
+}
+
+func (slowStore) Slow(context.Context, string, throttle.Policy, throttle.Slowdown) error { return nil }
+
+// Close fails a request whose turn the Store is deciding with ErrClosed:
+// it ends the Store's call, and a booking that comes back after Close is
+// not sent (regression, found in review: it was sent after Close, or, the
+// Store unreachable, failed with ErrStoreUnavailable once its call timed
+// out).
+func TestCloseEndsAWaitOnTheStore(t *testing.T) {
+	for _, honours := range []bool{true, false} {
+		t.Run(fmt.Sprint("honours=", honours), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var sent atomic.Int64
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					sent.Add(1)
+					return reply(r, http.StatusOK), nil
+				}), throttle.WithStore(slowStore{honours}), throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 5}))
+				done := make(chan error, 1)
+				start := time.Now()
+				go func() { done <- do(t, rt, "http://api.example/x") }()
+				time.Sleep(100 * time.Millisecond) // asking the Store
+				rt.Close()
+				err := <-done
+				require.ErrorIs(t, err, throttle.ErrClosed)
+				if honours {
+					assert.Equal(t, 100*time.Millisecond, time.Since(start), "at Close")
+				}
+				assert.Zero(t, sent.Load(), "nothing sent after Close")
+			})
 		})
 	}
 }

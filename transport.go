@@ -30,6 +30,8 @@ type Transport struct {
 	storeDown atomic.Bool // the Store's last Reservation was a Fallback
 	closed    atomic.Bool
 	done      chan struct{}
+	closing   context.Context // done at Close: it ends the Store's calls
+	cancel    context.CancelFunc
 	closeOnce sync.Once
 }
 
@@ -59,6 +61,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		epoch: time.Now(),
 		done:  make(chan struct{}),
 	}
+	t.closing, t.cancel = context.WithCancel(context.Background())
 	if err := t.cfg.apply(opts); err != nil {
 		panic(err)
 	}
@@ -104,6 +107,7 @@ func (t *Transport) Close() error {
 	t.closeOnce.Do(func() {
 		t.closed.Store(true)
 		close(t.done)
+		t.cancel()
 	})
 	return nil
 }
