@@ -14,6 +14,20 @@
 -- TIME before it writes; older servers must be asked to.
 if redis.replicate_commands then redis.replicate_commands() end
 
+-- A key of another type than the script keeps there (someone else's write)
+-- is dropped: its state is lost, as after an expiry, and the key works
+-- again, where every call would fail on it.
+for i = 1, #KEYS do
+	local want = 'zset'
+	if i == 1 then
+		want = 'hash'
+	end
+	local kind = redis.call('TYPE', KEYS[i]).ok
+	if kind ~= want and kind ~= 'none' then
+		redis.call('DEL', KEYS[i])
+	end
+end
+
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local rate = tonumber(ARGV[1])

@@ -76,7 +76,13 @@
 // no longer holds any departure (the bucket full again, the pause over,
 // the window's newest departure Per ago, a cut pace climbed back), and a
 // second more. An idle key thus costs nothing in Redis; a key used again
-// later starts afresh, as it would in memory.
+// later starts afresh, as it would in memory. A key that someone else
+// wrote (of another type, or a window holding a member not of the
+// scripts') is dropped by the next script that reads it, and starts
+// afresh too: one key's bad value concerns that key alone. An error reply
+// about one call (not one that says Redis cannot serve any: LOADING,
+// READONLY, CLUSTERDOWN, BUSY...) fails that call, or books it alone under
+// FailOpen, and the Store stays shared for the others.
 //
 // Redis Cluster hashes only what is between the first braces, so every
 // Redis key of one partition key falls in one slot, as a script's keys

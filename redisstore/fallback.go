@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/throttlehttp/throttle"
 	"golang.org/x/time/rate"
 )
@@ -49,7 +51,14 @@ func (h *health) ask(now time.Time) (ask bool, down error) {
 // answered, the context's error when the caller gave up (which says nothing
 // of Redis), or else an error wrapping throttle.ErrStoreUnavailable that
 // says why.
+//
+// An error reply about the call alone (a Lua error, a key someone else
+// wrote that the scripts could not mend) says Redis answered: it is
+// returned, and the Store stays shared for every other key (regression,
+// found in review: one key's bad value took the whole Store down, so that
+// every key booked alone or, FailClosed, failed).
 func (h *health) answered(ctx context.Context, err, down error, timeout time.Duration) error {
+	up := err == nil
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
@@ -57,6 +66,9 @@ func (h *health) answered(ctx context.Context, err, down error, timeout time.Dur
 	case errors.Is(err, context.DeadlineExceeded):
 		// not the caller's deadline: the error must not say it is
 		err = fmt.Errorf("%w: redisstore: no answer from Redis within %v", throttle.ErrStoreUnavailable, timeout)
+	case callOnly(err):
+		up = true
+		err = fmt.Errorf("%w: redisstore: Redis refused the call: %w", throttle.ErrStoreUnavailable, err)
 	default:
 		err = fmt.Errorf("%w: redisstore: %w", throttle.ErrStoreUnavailable, err)
 	}
@@ -66,12 +78,31 @@ func (h *health) answered(ctx context.Context, err, down error, timeout time.Dur
 		h.trying = false
 	}
 	switch {
-	case err == nil:
+	case up:
 		h.down = nil
 	case ctx.Err() == nil:
 		h.down, h.next = err, time.Now().Add(retryEvery)
 	}
 	return err
+}
+
+// callOnly reports whether err is an error reply of Redis about the call
+// alone, not one that says Redis cannot serve any (loading, a read-only
+// replica, a cluster or master down, a script busy, out of memory, refused
+// credentials, too many clients).
+func callOnly(err error) bool {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return false
+	}
+	msg := reply.Error()
+	for _, p := range [...]string{"LOADING", "READONLY", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "BUSY", "OOM",
+		"NOAUTH", "WRONGPASS", "NOPERM", "ERR max number of clients"} {
+		if strings.HasPrefix(msg, p) {
+			return false
+		}
+	}
+	return true
 }
 
 // reserveAlone books the departure in the Store's own MemoryStore, at its

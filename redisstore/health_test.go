@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -112,5 +113,39 @@ func TestShareOf(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// replyErr is an error reply of Redis, as go-redis gives it.
+type replyErr string
+
+func (e replyErr) Error() string { return string(e) }
+func (replyErr) RedisError()     {}
+
+// TestHealthOfErrorReplies: an error reply about the call alone says Redis
+// answered, and keeps it shared (ends a trial as an answer does); one that
+// says Redis cannot serve any call takes it for away.
+func TestHealthOfErrorReplies(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		reply string
+		away  bool
+	}{
+		{"WRONGTYPE Operation against a key holding the wrong kind of value", false},
+		{"ERR user_script:1: attempt to perform arithmetic on a nil value", false},
+		{"LOADING Redis is loading the dataset in memory", true},
+		{"READONLY You can't write against a read only replica.", true},
+		{"CLUSTERDOWN The cluster is down", true},
+		{"BUSY Redis is busy running a script.", true},
+		{"NOAUTH Authentication required.", true},
+	} {
+		var h health
+		err := h.answered(ctx, fmt.Errorf("script: %w", replyErr(tt.reply)), nil, time.Second)
+		if !errors.Is(err, throttle.ErrStoreUnavailable) {
+			t.Errorf("%q: %v, want it wrapping ErrStoreUnavailable", tt.reply, err)
+		}
+		if _, down := h.ask(time.Now()); (down != nil) != tt.away {
+			t.Errorf("%q: Redis taken for away: %v, want %v", tt.reply, down != nil, tt.away)
+		}
 	}
 }

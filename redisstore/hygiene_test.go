@@ -224,3 +224,60 @@ func TestWindowUnitsRenumbered(t *testing.T) {
 		}
 	}
 }
+
+// TestKeysWrittenByOthersAreMended: a partition key whose Redis keys
+// someone else overwrote (its hash a string, a window a list, a window
+// holding a member not of the Store's) does not
+// take the Store down: the other keys go on sharing, under FailClosed as
+// under FailOpen, and the key itself works again at once, its state lost
+// as after an expiry (regression, found in review: the error reply was
+// taken for Redis being away, so every key booked alone, or failed, while
+// the bad key never mended).
+func TestKeysWrittenByOthersAreMended(t *testing.T) {
+	p := throttle.Policy{Rate: 1000, Burst: 100, Windows: []throttle.Window{{N: 1000, Per: time.Second}}}
+	ctx := context.Background()
+	for _, spoil := range []struct {
+		name string
+		do   func(c *redis.Client, hash, win string) error
+	}{
+		{"hash-a-string", func(c *redis.Client, hash, _ string) error { return c.Set(ctx, hash, "garbage", 0).Err() }},
+		{"window-a-list", func(c *redis.Client, _, win string) error { return c.RPush(ctx, win, "x").Err() }},
+		{"window-member", func(c *redis.Client, _, win string) error {
+			return c.ZAdd(ctx, win, redis.Z{Score: 1, Member: "not:a:member"}).Err()
+		}},
+	} {
+		for _, closed := range []bool{false, true} {
+			name := spoil.name + "/FailOpen"
+			opt := redisstore.FailOpen(0.5)
+			if closed {
+				name, opt = spoil.name+"/FailClosed", redisstore.FailClosed()
+			}
+			t.Run(name, func(t *testing.T) {
+				s, c, pre := newStore(t, opt)
+				book(t, s, "bad", p, 1) // its keys exist; their names
+				var hash, win string
+				for _, k := range scan(t, c, pre) {
+					if strings.Contains(k, ":win:") {
+						win = k
+					} else {
+						hash = k
+					}
+				}
+				if hash == "" || win == "" {
+					t.Fatalf("Redis keys %v, want a hash and a window", scan(t, c, pre))
+				}
+				if err := c.Del(ctx, hash, win).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if err := spoil.do(c, hash, win); err != nil {
+					t.Fatal(err)
+				}
+				r, err := s.Reserve(ctx, "bad", p, 1, time.Hour)
+				if err != nil || !r.OK || r.Fallback != nil || r.Wait != 0 {
+					t.Fatalf("the spoilt key: %+v, %v; want it booked at once through Redis", r, err)
+				}
+				book(t, s, "good", p, 5) // shared: no Fallback, no error
+			})
+		}
+	}
+}

@@ -20,9 +20,14 @@ if r >= rate then
 	cut = 0
 end
 
--- member reads a window's member: its cum, and its units.
+-- member reads a window's member: its cum, and its units. One that is not
+-- the script's own (someone else's write) fails the call, before it
+-- writes: see below.
 local function member(m)
 	local c, u = string.match(m, '^(%d+):(%d+)$')
+	if not c then
+		error('unreadable')
+	end
 	return tonumber(c), tonumber(u)
 end
 
@@ -70,7 +75,8 @@ if r > 0 then
 	dep = math.max(dep, tat - tolerance(r) + (held - 1) * 1e6 / r)
 end
 local newest = {} -- each window's newest cum: 0 when it holds none
-for i = 2, #KEYS do
+-- room finds how late window i lets the departure go, from dep.
+local function room(i, dep)
 	local n, per = tonumber(ARGV[2 * i + 2]), tonumber(ARGV[2 * i + 3])
 	newest[i] = 0
 	local first = redis.call('ZRANGE', KEYS[i], 0, 0)
@@ -98,6 +104,18 @@ for i = 2, #KEYS do
 			local at = redis.call('ZRANGE', KEYS[i], lo, lo, 'WITHSCORES')
 			dep = math.max(dep, tonumber(at[2]) + per)
 		end
+	end
+	return dep
+end
+for i = 2, #KEYS do
+	local ok, d = pcall(room, i, dep)
+	if ok then
+		dep = d
+	else
+		-- A window that holds a member not of the script's is dropped,
+		-- as a key of another type is (see common.lua).
+		redis.call('DEL', KEYS[i])
+		newest[i] = 0
 	end
 end
 

@@ -37,7 +37,7 @@ func TestOneRoundTrip(t *testing.T) {
 		t.Errorf("%d EVALSHA for %d Reserve and %d Slow, want %d; all: %v", got, reserves, slows, reserves+slows, calls)
 	}
 	// The rest are the scripts' own commands, and this test's.
-	inScript := map[string]bool{"time": true, "hmget": true, "hset": true, "pexpire": true,
+	inScript := map[string]bool{"type": true, "time": true, "hmget": true, "hset": true, "pexpire": true,
 		"zrange": true, "zcard": true, "zadd": true, "zremrangebyscore": true, "del": true,
 		"info": true, "config|resetstat": true}
 	for cmd, n := range calls {
