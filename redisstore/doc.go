@@ -115,8 +115,9 @@
 // error that says why. The bookings made alone never reach Redis: they do
 // not count once it is back. Redis's own are kept across a restart only if
 // it persists them.
-// A caller's context that ends during a call ends the call, and says
-// nothing about Redis.
+// A caller's context that ends during a call ends the call at once,
+// canceled or past its deadline (the call itself runs on, within the
+// timeout, and what it books counts), and says nothing about Redis.
 //
 // go-redis honours a call's context deadline on its socket only for a
 // client made with Options.ContextTimeoutEnabled; without it, a Redis that

@@ -77,3 +77,42 @@ func TestRedisHangs(t *testing.T) {
 	}
 	t.Logf("shared again %v after Redis went on", time.Since(back).Round(time.Millisecond))
 }
+
+// TestCanceledCallEndsAtOnce: a caller's context canceled while Redis does
+// not answer (it has no deadline, which go-redis would turn into the
+// socket's) ends the call at once, with the context's error, not at the
+// Store's timeout (regression, found in review: it returned at the
+// timeout, 2 s here).
+func TestCanceledCallEndsAtOnce(t *testing.T) {
+	srv := startServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	s := redisstore.New(c, redisstore.WithTimeout(2*time.Second), redisstore.FailClosed())
+	p := throttle.Policy{Rate: 100, Burst: 10}
+	if _, err := s.Reserve(context.Background(), "cancel", p, 1, time.Hour); err != nil {
+		t.Fatalf("Reserve with Redis up: %v", err)
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.cmd.Process.Signal(syscall.SIGCONT) })
+	for _, call := range []struct {
+		name string
+		do   func(ctx context.Context) error
+	}{
+		{"Reserve", func(ctx context.Context) error { _, err := s.Reserve(ctx, "cancel", p, 1, time.Hour); return err }},
+		{"Slow", func(ctx context.Context) error { return s.Slow(ctx, "cancel", p, throttle.Slowdown{Pace: 50}) }},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(100*time.Millisecond, cancel)
+		start := time.Now()
+		err := call.do(ctx)
+		took := time.Since(start)
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("%s canceled: %v, want context.Canceled", call.name, err)
+		}
+		if took > time.Second {
+			t.Errorf("%s canceled at 100ms returned after %v", call.name, took)
+		}
+	}
+}

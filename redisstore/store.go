@@ -83,11 +83,38 @@ func (s *Store) Slow(ctx context.Context, key string, p throttle.Policy, sd thro
 	return s.slowAlone(ctx, key, p, sd, err)
 }
 
-// reserve runs reserve.lua.
-func (s *Store) reserve(ctx context.Context, key string, p throttle.Policy, n int, maxWait time.Duration) (throttle.Reservation, error) {
+// call runs f, a call of Redis, bounded by the Store's timeout, and
+// returns as soon as ctx ends. go-redis bounds a call on the socket by its
+// context's deadline alone: a caller's context canceled without one (a
+// client gone, Close) would wait for Redis, as long as the timeout
+// (regression, found in review). f then runs on to its own end, within the
+// timeout, and its result is dropped: what it booked counts against the
+// quota, as any booking of a request that did not go.
+func (s *Store) call(ctx context.Context, f func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
-	v, err := reserveScript.Run(ctx, s.client, s.keys(key, p), reserveArgs(p, n, maxWait)...).Int64Slice()
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-done: // an answer that came with the end: it stands
+			return err
+		default:
+			return ctx.Err()
+		}
+	}
+}
+
+// reserve runs reserve.lua.
+func (s *Store) reserve(ctx context.Context, key string, p throttle.Policy, n int, maxWait time.Duration) (throttle.Reservation, error) {
+	var v []int64
+	err := s.call(ctx, func(ctx context.Context) (err error) {
+		v, err = reserveScript.Run(ctx, s.client, s.keys(key, p), reserveArgs(p, n, maxWait)...).Int64Slice()
+		return err
+	})
 	if err != nil {
 		return throttle.Reservation{}, err
 	}
@@ -112,8 +139,8 @@ func fromMicros(us int64) time.Duration {
 
 // slow runs slow.lua.
 func (s *Store) slow(ctx context.Context, key string, p throttle.Policy, sd throttle.Slowdown) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
-	defer cancel()
 	keys := s.keys(key, throttle.Policy{}) // the hash alone
-	return slowScript.Run(ctx, s.client, keys, slowArgs(p, sd)...).Err()
+	return s.call(ctx, func(ctx context.Context) error {
+		return slowScript.Run(ctx, s.client, keys, slowArgs(p, sd)...).Err()
+	})
 }
