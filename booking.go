@@ -41,8 +41,20 @@ func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline 
 		// (latency.go) are held back in the shared bucket too.
 		p.Burst = max(1, p.Burst-int(ks.reserve)+1)
 	}
+	var margin time.Duration
+	if len(p.Windows) > 0 {
+		// What a window's departure booked counts beyond Per (see
+		// WindowMargin): the spread of how late the requests reach the
+		// server after their departures, which lets departures more
+		// than Per apart arrive within one Per: the Store's answer on
+		// its way back (up to its last call's time) and the requests'
+		// own trips (up to a round trip, srtt + 4·rttvar, which holds
+		// a wake-up's lateness too: as a window of the Transport's own
+		// counts each request until its answer).
+		margin = time.Duration(t.storeTrip.Load()) + ks.lat.bound()
+	}
 	ks.mu.Unlock()
-	res, err := t.reserve(ctx, ks, w, p, maxWait)
+	res, err := t.reserve(ctx, ks, w, p, maxWait, margin)
 	now = time.Now()
 	ks.mu.Lock()
 	held := holder{limit: LimitStore}
@@ -79,7 +91,7 @@ func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline 
 // waiting for its turn fails with ErrClosed at once, not once the Store
 // answers. Should the Store panic, w leaves the line, so that the key is
 // not left without a head, before the panic goes on.
-func (t *Transport) reserve(ctx context.Context, ks *keyState, w *waiter, p Policy, maxWait time.Duration) (Reservation, error) {
+func (t *Transport) reserve(ctx context.Context, ks *keyState, w *waiter, p Policy, maxWait, margin time.Duration) (Reservation, error) {
 	defer func() {
 		if p := recover(); p != nil {
 			ks.mu.Lock()
@@ -92,7 +104,15 @@ func (t *Transport) reserve(ctx context.Context, ks *keyState, w *waiter, p Poli
 	defer cancel()
 	stop := context.AfterFunc(t.closing, cancel)
 	defer stop()
-	return t.cfg.store.Reserve(ctx, ks.key, p, w.cost, maxWait)
+	if len(p.Windows) > 0 {
+		ctx = context.WithValue(ctx, marginKey{}, margin)
+	}
+	start := time.Now()
+	res, err := t.cfg.store.Reserve(ctx, ks.key, p, w.cost, maxWait)
+	if len(p.Windows) > 0 {
+		t.storeTrip.Store(int64(time.Since(start)))
+	}
+	return res, err
 }
 
 // storeNews sends EventStore when the Store goes from shared to alone, or

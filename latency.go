@@ -64,6 +64,15 @@ func (l *latency) jitter() time.Duration {
 	return 4 * l.rttvar
 }
 
+// bound is about the longest a round trip takes: srtt + 4·rttvar, zero
+// before the first.
+func (l *latency) bound() time.Duration {
+	if l.samples == 0 {
+		return 0
+	}
+	return l.srtt + 4*l.rttvar
+}
+
 // reserve is how many tokens of a bucket of depth burst paced at r are kept
 // back: one, against the dialing of the first connections and the float
 // error of clocks, plus what r admits within the observed jitter, so that

@@ -42,6 +42,9 @@ import (
 //     and leaves it owing the rest;
 //   - no more than N units depart in any interval of length Per, for each
 //     of the Policy's Windows (a departure of more than N units counts as N);
+//     a departure counts from its booking for Per and [WindowMargin] of the
+//     call that booked it: the request reaches the server later than the
+//     departure booked, by how much the Transport cannot know in advance;
 //   - no departure falls within a pause: after one, departures resume one
 //     every 1/Rate, not in a burst;
 //   - a pace cut by [Slowdown].Pace holds for every Transport, and climbs
@@ -62,6 +65,26 @@ type Store interface {
 	// saying nothing remains) and, if its pace was cut, the pace now.
 	Slow(ctx context.Context, key string, p Policy, s Slowdown) error
 }
+
+// WindowMargin is how much longer than a Window's Per the departure that a
+// call of [Store].Reserve with ctx books must count in the window: how much
+// the delays between their departures booked and their reaching the server
+// differ from one request to another (the Store's answer on its way back,
+// the Transport's wake-up, the request's trip: up to the key's round trip,
+// as a window of the Transport's own counts each request until its
+// answer), so that departures more than Per apart never reach the server
+// within one Per. A Transport sets it on the
+// context it passes; a Store reads it (0 when not set). Counted for
+// Per alone, departures sent at once at a window's start and at its end,
+// whose trips differed by tens of milliseconds, reached the server as more
+// than N within one Per (found in review: 57-60 of a window of 50 a
+// second, two Transports whose requests took 0-30 ms to arrive).
+func WindowMargin(ctx context.Context) time.Duration {
+	m, _ := ctx.Value(marginKey{}).(time.Duration)
+	return max(m, 0)
+}
+
+type marginKey struct{}
 
 // Reservation is a departure booked by a [Store].
 type Reservation struct {

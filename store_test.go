@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -493,6 +495,62 @@ func TestCloseEndsAWaitOnTheStore(t *testing.T) {
 					assert.Equal(t, 100*time.Millisecond, time.Since(start), "at Close")
 				}
 				assert.Zero(t, sent.Load(), "nothing sent after Close")
+			})
+		})
+	}
+}
+
+// Two Transports sharing a window through a Store, whose requests reach the
+// server 0-30 ms after they go, never have more than N reach it within one
+// Per: each departure counts for Per and the spread of those delays
+// (WindowMargin). Regression, found in review: counted for Per from its
+// booking alone, departures at a window's start and at its end reached the
+// server as 57-60 within one second of a window of 50.
+func TestSharedWindowHoldsAtTheServer(t *testing.T) {
+	for seed := range int64(4) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const n, per = 20, time.Second
+				var mu sync.Mutex
+				rnd := rand.New(rand.NewPCG(uint64(seed), 0))
+				var arrivals []time.Duration
+				start := time.Now()
+				base := rtFunc(func(r *http.Request) (*http.Response, error) {
+					mu.Lock()
+					way := time.Duration(rnd.IntN(30_000)) * time.Microsecond
+					mu.Unlock()
+					time.Sleep(way)
+					mu.Lock()
+					arrivals = append(arrivals, time.Since(start))
+					mu.Unlock()
+					time.Sleep(time.Millisecond)
+					return reply(r, http.StatusOK), nil
+				})
+				store := throttle.NewMemoryStore()
+				p := throttle.Policy{Rate: 1000, Burst: 100, Windows: []throttle.Window{{N: n, Per: per}}}
+				var wg sync.WaitGroup
+				for range 2 {
+					rt := throttle.New(base, throttle.WithStore(store), throttle.WithPolicy(p))
+					defer rt.Close()
+					for w := range 8 {
+						wg.Go(func() {
+							for i := range 15 {
+								assert.NoError(t, do(t, rt, fmt.Sprint("http://api.example/", w, "/", i)))
+							}
+						})
+					}
+				}
+				wg.Wait()
+				slices.Sort(arrivals)
+				most, j := 0, 0
+				for i := range arrivals {
+					for arrivals[i]-arrivals[j] >= per {
+						j++
+					}
+					most = max(most, i-j+1)
+				}
+				assert.LessOrEqual(t, most, n, "requests reaching the server within one Per")
+				assert.Len(t, arrivals, 2*8*15)
 			})
 		})
 	}

@@ -32,6 +32,7 @@ type storeKey struct {
 	cut    rate.Limit // a pace cut by Slow, climbing back from cutAt
 	cutAt  time.Time
 	cutEnd time.Time          // when it has climbed back to Policy.Rate
+	margin time.Duration      // the longest WindowMargin its windows' departures were booked with
 	wins   map[Window]*runLog // each window's departures, from the Store's epoch: one run each, of its units
 }
 
@@ -60,12 +61,13 @@ func (s *MemoryStore) Reserve(ctx context.Context, key string, p Policy, n int, 
 	if r > 0 {
 		dep = latest(dep, k.tat.Add(-storeTolerance(p, r, n)))
 	}
+	margin := WindowMargin(ctx) // each window's departures count this much longer than Per
 	for _, w := range p.Windows {
 		// Its units must find room among those of the departures kept
 		// (all before it): the oldest leave first.
 		if kw := k.wins[w]; kw != nil {
 			if excess := kw.units() + int64(min(n, w.N)) - int64(w.N); excess > 0 {
-				dep = latest(dep, s.epoch.Add(kw.ageOut(excess)).Add(w.Per))
+				dep = latest(dep, s.epoch.Add(kw.ageOut(excess)).Add(w.Per).Add(margin))
 			}
 		}
 	}
@@ -79,12 +81,13 @@ func (s *MemoryStore) Reserve(ctx context.Context, key string, p Policy, n int, 
 		k.tat = latest(k.tat, dep).Add(spanOf(n, r))
 	}
 	for _, w := range p.Windows {
-		// What departed Per before it never counts again: every later
-		// departure goes after it.
+		// What departed Per (and the margin) before it never counts
+		// again: every later departure goes after it.
 		kw := k.window(w)
-		kw.prune(s.since(dep) - w.Per)
+		kw.prune(s.since(dep) - w.Per - margin)
 		kw.add(s.since(dep), int64(min(n, w.N)))
 	}
+	k.margin = max(k.margin, margin)
 	return res, nil
 }
 
@@ -139,7 +142,7 @@ func (k *storeKey) idle(now time.Time, mono time.Duration) bool {
 		return false
 	}
 	for w, kw := range k.wins {
-		if at, ok := kw.last(); ok && at > mono-w.Per {
+		if at, ok := kw.last(); ok && at > mono-w.Per-k.margin {
 			return false
 		}
 	}

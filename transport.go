@@ -27,7 +27,8 @@ type Transport struct {
 	keys  keys
 	epoch time.Time // window logs count from here
 
-	storeDown atomic.Bool // the Store's last Reservation was a Fallback
+	storeDown atomic.Bool  // the Store's last Reservation was a Fallback
+	storeTrip atomic.Int64 // how long the Store's last call that booked a window took (ns)
 	closed    atomic.Bool
 	done      chan struct{}
 	closing   context.Context // done at Close: it ends the Store's calls

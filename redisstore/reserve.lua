@@ -8,7 +8,8 @@
 --                      order, then its own)
 -- ARGV[4]              maxWait (µs): a departure further from now is not booked
 -- ARGV[5]              n, the units of the departure (>= 1)
--- ARGV[4+2i], [5+2i]   window i's N, and its Per (µs)
+-- ARGV[4+2i], [5+2i]   window i's N, and its Per (µs), with the margin
+--                      (throttle.WindowMargin) its departures count beyond it
 -- returns {booked (0 or 1), wait (µs, rounded up; at most the longest
 -- time.Duration), paused (0 or 1)}
 

@@ -46,11 +46,15 @@ func policyArgs(p throttle.Policy, rest int) []any {
 	return args
 }
 
-// reserveArgs are the arguments of reserve.lua: a departure of n units.
-func reserveArgs(p throttle.Policy, n int, maxWait time.Duration) []any {
+// reserveArgs are the arguments of reserve.lua: a departure of n units,
+// its windows' departures counting margin beyond their Per (see
+// throttle.WindowMargin). The windows' Redis keys are named by their N and
+// Per without it (see keys), so that Transports whose margins differ share
+// them.
+func reserveArgs(p throttle.Policy, n int, maxWait, margin time.Duration) []any {
 	args := append(policyArgs(p, 2+2*len(p.Windows)), micros(maxWait), n)
 	for _, w := range p.Windows {
-		args = append(args, w.N, microsUp(w.Per))
+		args = append(args, w.N, microsUp(w.Per+margin))
 	}
 	return args
 }

@@ -112,7 +112,7 @@ func (s *Store) call(ctx context.Context, f func(context.Context) error) error {
 func (s *Store) reserve(ctx context.Context, key string, p throttle.Policy, n int, maxWait time.Duration) (throttle.Reservation, error) {
 	var v []int64
 	err := s.call(ctx, func(ctx context.Context) (err error) {
-		v, err = reserveScript.Run(ctx, s.client, s.keys(key, p), reserveArgs(p, n, maxWait)...).Int64Slice()
+		v, err = reserveScript.Run(ctx, s.client, s.keys(key, p), reserveArgs(p, n, maxWait, throttle.WindowMargin(ctx))...).Int64Slice()
 		return err
 	})
 	if err != nil {
