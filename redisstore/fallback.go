@@ -23,10 +23,19 @@ const retryEvery = time.Second
 
 // health is whether Redis answers, and when to ask it again if not.
 type health struct {
-	mu     sync.Mutex
-	down   error     // why Redis did not answer the last call; nil: it did
-	next   time.Time // while down: when it may be asked again
-	trying bool      // while down: a call is asking it
+	mu      sync.Mutex
+	down    error     // why Redis did not answer the last call; nil: it did
+	next    time.Time // while down: when it may be asked again
+	trying  bool      // while down: a call is asking it
+	outages uint64    // times Redis went from answering to not
+}
+
+// outage is the count of times Redis went away: it changes with each
+// outage.
+func (h *health) outage() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.outages
 }
 
 // ask reports whether a call should ask Redis: always while Redis answers;
@@ -81,6 +90,9 @@ func (h *health) answered(ctx context.Context, err, down error, timeout time.Dur
 	case up:
 		h.down = nil
 	case ctx.Err() == nil:
+		if h.down == nil {
+			h.outages++
+		}
 		h.down, h.next = err, time.Now().Add(retryEvery)
 	}
 	return err
@@ -111,12 +123,36 @@ func (s *Store) reserveAlone(ctx context.Context, key string, p throttle.Policy,
 	if s.cfg.share == 0 {
 		return throttle.Reservation{}, why
 	}
-	res, err := s.local.Reserve(ctx, key, shareOf(p, s.cfg.share), n, maxWait)
+	alone := shareOf(p, s.cfg.share)
+	if s.firstAlone(key) {
+		// The local bucket starts empty, not full: what the processes
+		// spent of the shared one is not known here, and a burst into
+		// a bucket they had drained was refused at the server (found in
+		// review). From there, one departure every 1/Rate of the share.
+		_ = s.local.Slow(ctx, key, alone, throttle.Slowdown{Pause: time.Nanosecond})
+	}
+	res, err := s.local.Reserve(ctx, key, alone, n, maxWait)
 	if err != nil {
 		return throttle.Reservation{}, err
 	}
 	res.Fallback = why
 	return res, nil
+}
+
+// firstAlone reports whether key books alone for the first time since
+// Redis last went away (or ever, for a Store that never reached it).
+func (s *Store) firstAlone(key string) bool {
+	out := s.health.outage()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.aloneIn != out || s.alone == nil {
+		s.aloneIn, s.alone = out, map[string]bool{}
+	}
+	if s.alone[key] {
+		return false
+	}
+	s.alone[key] = true
+	return true
 }
 
 // slowAlone holds the Store's own bookings to sd (under FailOpen), and

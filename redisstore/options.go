@@ -73,7 +73,12 @@ func WithTimeout(d time.Duration) Option {
 // alone in this process (in a throttle.MemoryStore of its own) at share of
 // each key's quota: share of Policy.Rate and of Policy.Burst, and of each
 // Window's N, each at least 1. Set share to about one over the number of
-// processes sharing the quota. Each Reservation booked alone carries the
+// processes sharing the quota. A key's bucket alone starts empty, at each
+// outage: one departure at once, then one every 1/Rate of the share (what
+// the processes spent of the shared bucket is not known); its windows
+// alone start whole, and do not count what the process booked in Redis
+// within their Per (a window may see up to twice its N in the Per that
+// Redis goes away in). Each Reservation booked alone carries the
 // error in Reservation.Fallback (the Transport sends throttle.EventStore),
 // and each Slow told while Redis is away holds the local bookings and
 // returns the error. New panics unless 0 < share <= 1. Without FailOpen or

@@ -200,3 +200,35 @@ func TestRedisGoneAndBack(t *testing.T) {
 	}
 	t.Logf("the slowest call took %v", slowest.Round(time.Millisecond))
 }
+
+// TestAloneBucketStartsEmpty: a FailOpen Store that books alone starts
+// each key's bucket empty, not full: one departure at once, then one every
+// 1/Rate of its share, however deep the bucket (regression, found in
+// review: a process that went alone sent a burst of its share of the
+// bucket at once, into a bucket the processes had drained, and the server
+// refused it).
+func TestAloneBucketStartsEmpty(t *testing.T) {
+	srv := startServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	s := redisstore.New(c, redisstore.WithTimeout(200*time.Millisecond), redisstore.FailOpen(0.5))
+	p := throttle.Policy{Rate: 100, Burst: 21} // alone at half: 50/s, 10 deep
+	if r, err := s.Reserve(context.Background(), "drained", p, 1, time.Hour); err != nil || r.Fallback != nil {
+		t.Fatalf("Reserve with Redis up: %+v, %v", r, err)
+	}
+	srv.kill()
+	start := time.Now()
+	var waits []time.Duration
+	for range 4 {
+		r, err := s.Reserve(context.Background(), "drained", p, 1, time.Hour)
+		if err != nil || r.Fallback == nil || !r.OK {
+			t.Fatalf("Reserve with Redis gone: %+v, %v; want booked alone", r, err)
+		}
+		waits = append(waits, time.Since(start)+r.Wait)
+	}
+	for i := 1; i < len(waits); i++ {
+		if gap := waits[i] - waits[i-1]; gap < 15*time.Millisecond {
+			t.Fatalf("departures alone at %v: a burst, want one every 20 ms", waits)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,6 +32,10 @@ type Store struct {
 	cfg    config
 	health health
 	local  *throttle.MemoryStore // FailOpen's, while Redis is away
+
+	mu      sync.Mutex
+	alone   map[string]bool // the keys that booked alone in this outage
+	aloneIn uint64          // that outage (see health.outage)
 }
 
 var _ throttle.Store = (*Store)(nil)
