@@ -117,7 +117,10 @@
 // it persists them.
 // A caller's context that ends during a call ends the call at once,
 // canceled or past its deadline (the call itself runs on, within the
-// timeout, and what it books counts), and says nothing about Redis.
+// timeout, and what it books counts), and says nothing about Redis. Under
+// FailOpen, a Reserve whose caller can wait less than the timeout asks
+// Redis for three quarters of that at most, then books alone, so that the
+// request still goes; that says nothing about Redis either.
 //
 // go-redis honours a call's context deadline on its socket only for a
 // client made with Options.ContextTimeoutEnabled; without it, a Redis that

@@ -30,6 +30,18 @@ type health struct {
 	outages uint64    // times Redis went from answering to not
 }
 
+// abandon ends a call that gave up on Redis before its timeout, for its
+// caller's sake: it says nothing of Redis, but ends the trial, if the call
+// was it (down, what ask said, not nil).
+func (h *health) abandon(down error) {
+	if down == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.trying = false
+}
+
 // outage is the count of times Redis went away: it changes with each
 // outage.
 func (h *health) outage() uint64 {

@@ -116,3 +116,43 @@ func TestCanceledCallEndsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestShortDeadlinesGoAlone: while Redis does not answer, a FailOpen
+// Store's Reserve whose caller can wait less than the Store's timeout books
+// alone once three quarters of what it can wait have passed, rather than
+// fail with the caller's deadline (regression, found in review: every such
+// request failed, and Redis was never taken for away). FailClosed fails
+// it, with the caller's deadline.
+func TestShortDeadlinesGoAlone(t *testing.T) {
+	srv := startServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	open := redisstore.New(c, redisstore.WithTimeout(time.Second), redisstore.FailOpen(0.5))
+	closed := redisstore.New(c, redisstore.WithTimeout(time.Second), redisstore.FailClosed())
+	p := throttle.Policy{Rate: 100, Burst: 10}
+	if _, err := open.Reserve(context.Background(), "short", p, 1, time.Hour); err != nil {
+		t.Fatalf("Reserve with Redis up: %v", err)
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.cmd.Process.Signal(syscall.SIGCONT) })
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		start := time.Now()
+		r, err := open.Reserve(ctx, "short", p, 1, 100*time.Millisecond)
+		took := time.Since(start)
+		cancel()
+		if err != nil || !r.OK || !errors.Is(r.Fallback, throttle.ErrStoreUnavailable) {
+			t.Fatalf("FailOpen, call %d: %+v, %v; want booked alone", i, r, err)
+		}
+		if took > 90*time.Millisecond {
+			t.Errorf("FailOpen, call %d took %v: no time left to send", i, took)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := closed.Reserve(ctx, "short", p, 1, 100*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("FailClosed: %v, want the caller's deadline", err)
+	}
+}

@@ -65,11 +65,43 @@ func (s *Store) Reserve(ctx context.Context, key string, p throttle.Policy, n in
 	if !ask {
 		return s.reserveAlone(ctx, key, p, n, maxWait, down)
 	}
-	res, err := s.reserve(ctx, key, p, n, maxWait)
+	call, cancel, bound := s.bounded(ctx)
+	defer cancel()
+	res, err := s.reserve(call, key, p, n, maxWait)
+	if bound > 0 && err != nil && call.Err() != nil && ctx.Err() == nil {
+		// No answer within what the caller can wait, less what its
+		// request needs: it books alone rather than fail (FailOpen's
+		// promise; found in review: callers whose deadlines were
+		// shorter than the timeout all failed while Redis hung, and
+		// Redis was never taken for away). A wait shorter than the
+		// timeout says too little of Redis to take it for away.
+		s.health.abandon(down)
+		return s.reserveAlone(ctx, key, p, n, maxWait,
+			fmt.Errorf("%w: redisstore: no answer from Redis within %v, what the request could wait", throttle.ErrStoreUnavailable, bound))
+	}
 	if err = s.health.answered(ctx, err, down, s.cfg.timeout); err == nil || ctx.Err() != nil {
 		return res, err
 	}
 	return s.reserveAlone(ctx, key, p, n, maxWait, err)
+}
+
+// bounded returns the context a Reserve under FailOpen asks Redis with:
+// ctx, or, when ctx's deadline comes before the Store's timeout would,
+// one that ends three quarters of the way to it (bound: how long that
+// is), so that a request whose Store call found no answer still has the
+// time to go alone.
+func (s *Store) bounded(ctx context.Context) (context.Context, context.CancelFunc, time.Duration) {
+	dl, ok := ctx.Deadline()
+	if !ok || s.cfg.share == 0 {
+		return ctx, func() {}, 0
+	}
+	left := time.Until(dl)
+	if left >= s.cfg.timeout {
+		return ctx, func() {}, 0
+	}
+	bound := max(left*3/4, 0)
+	call, cancel := context.WithTimeout(ctx, bound)
+	return call, cancel, bound
 }
 
 // Slow shares a pause and a cut pace; see [throttle.Store].
