@@ -22,6 +22,26 @@ type rtFunc func(*http.Request) (*http.Response, error)
 
 func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
+// job sends each requests through client from workers goroutines, added
+// to wg, as one process's job would.
+func job(t *testing.T, wg *sync.WaitGroup, client *http.Client, each, workers int) {
+	var left atomic.Int64
+	left.Store(int64(each))
+	for range workers {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				req, _ := http.NewRequestWithContext(context.Background(), "GET", "http://api.test/items", nil)
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_ = resp.Body.Close()
+			}
+		})
+	}
+}
+
 // TestTransportsShareQuota: two Transports, each with its own client and
 // Store as two processes would have, each configured at the whole quota,
 // send no more than the quota together: at most Rate×T + Burst in any T
@@ -55,22 +75,7 @@ func TestTransportsShareQuota(t *testing.T) {
 		tr := throttle.New(base, throttle.WithStore(store), events,
 			throttle.WithPolicy(throttle.Policy{Rate: rate, Burst: burst}))
 		t.Cleanup(func() { _ = tr.Close() })
-		client := &http.Client{Transport: tr}
-		var left atomic.Int64
-		left.Store(each)
-		for range workers {
-			wg.Go(func() {
-				for left.Add(-1) >= 0 {
-					req, _ := http.NewRequestWithContext(context.Background(), "GET", "http://api.test/items", nil)
-					resp, err := client.Do(req)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					_ = resp.Body.Close()
-				}
-			})
-		}
+		job(t, &wg, &http.Client{Transport: tr}, each, workers)
 	}
 	wg.Wait()
 	if n := alone.Load(); n > 0 {
@@ -194,21 +199,7 @@ func TestTransportsShareAWindowAtTheServer(t *testing.T) {
 		tr := throttle.New(base, throttle.WithStore(store),
 			throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: n, Per: per}}}))
 		t.Cleanup(func() { _ = tr.Close() })
-		var left atomic.Int64
-		left.Store(each)
-		for range workers {
-			wg.Go(func() {
-				for left.Add(-1) >= 0 {
-					req, _ := http.NewRequestWithContext(context.Background(), "GET", "http://api.test/items", nil)
-					resp, err := tr.RoundTrip(req)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					_ = resp.Body.Close()
-				}
-			})
-		}
+		job(t, &wg, &http.Client{Transport: tr}, each, workers)
 	}
 	wg.Wait()
 	slices.SortFunc(arrivals, func(a, b time.Time) int { return a.Compare(b) })
