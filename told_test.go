@@ -910,20 +910,27 @@ func TestSlidingCounterIsToldFromAWindowAndALog(t *testing.T) {
 // left alone sent 55 a second for good, 1.24-1.27x and 60-77 refusals).
 func TestTwoTransportsShareASlidingCounter(t *testing.T) {
 	counter := throttletest.Limit{Algorithm: throttletest.SlidingCounter, N: 100, Per: time.Second}
-	for seed := range int64(8) {
+	var sum float64
+	const seeds = 8
+	for seed := range int64(seeds) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			// 100 at once, then 99 a second (see throttletest's doc).
 			r := runSharedQuota(t, sharedQuota{limit: counter, ietf: true, records: 2000, workers: 8}, seed)
 			x := r.took.Seconds() / (3900 * time.Second / 99).Seconds()
 			t.Logf("took %v (%.3fx the ideal), %d refused", r.took, x, r.refused)
 			assert.Zero(t, r.failed)
-			// 1.06-1.15x nearly always; a fresh-clone CI run under
-			// -race met 1.22x, with 11 refused. The refusals tell the
-			// log's bursts (60-77 at 5b3d37f, at 1.24-1.27x).
-			assert.LessOrEqual(t, x, 1.3)
+			// 1.06-1.15x nearly always (1.19x at worst in 144 runs
+			// under -race, six executions at once); fresh-clone CI
+			// runs under -race, on a machine busy with more, met
+			// 1.22x with 11 refused and 1.31x with 19. The refusals
+			// tell the log's bursts (60-77 at 5b3d37f, at 1.24-1.27x),
+			// and the mean the windows' (1.9x one run in eight).
+			assert.LessOrEqual(t, x, 1.4)
 			assert.LessOrEqual(t, r.refused, int64(30))
+			sum += x
 		})
 	}
+	assert.LessOrEqual(t, sum/seeds, 1.15, "the mean over the ideal")
 }
 
 // A leaky bucket of 200 a second with one place to wait (Queue 1),
