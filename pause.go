@@ -89,6 +89,13 @@ func readHint(resp *http.Response, failed bool, now time.Time) hint {
 		h.signal = signalUnavailable
 	case http.StatusForbidden:
 	default:
+		// No signal, but a retry that Retry.ShouldRetry makes of it (a
+		// 500, a 408) is never sooner than its Retry-After, and not made
+		// when that is longer than MaxRetryAfter (regression, found in
+		// review: such retries ignored it).
+		if ra, whole, ok := parseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
+			h.wait, h.hasWait, h.whole, h.source = ra, true, whole, "Retry-After"
+		}
 		return h
 	}
 	if ra, whole, ok := parseRetryAfter(resp.Header.Get("Retry-After"), now); ok {

@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"io"
 	"net/http"
@@ -290,4 +291,44 @@ func TestRequestOptions(t *testing.T) {
 		}
 		assert.Empty(t, base.times(), "nothing sent")
 	})
+}
+
+// A retry that Retry.ShouldRetry makes of an answer with no signal of its
+// own (a 500, a 408, a 425) waits its Retry-After, and is not made when
+// that is longer than MaxRetryAfter: the 500 is returned at once
+// (regression, found in review: the Retry-After of such answers was not
+// read, and they were retried after a backoff of 100-200 ms).
+func TestShouldRetryHonoursRetryAfter(t *testing.T) {
+	for _, code := range []int{http.StatusInternalServerError, http.StatusRequestTimeout, http.StatusTooEarly} {
+		for _, ra := range []string{"10", "3600"} {
+			t.Run(fmt.Sprint(code, "/Retry-After=", ra), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					var times []time.Duration
+					start := time.Now()
+					rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+						times = append(times, time.Since(start))
+						if len(times) == 1 {
+							return reply(r, code, "Retry-After", ra), nil
+						}
+						return reply(r, http.StatusOK), nil
+					}), throttle.WithRetry(throttle.Retry{MaxRetryAfter: time.Minute,
+						ShouldRetry: func(resp *http.Response, _ error, retry bool) bool {
+							return retry || resp != nil && resp.StatusCode == code
+						}}))
+					defer rt.Close()
+					resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://s.test/"))
+					require.NoError(t, err)
+					resp.Body.Close()
+					if ra == "3600" {
+						assert.Equal(t, code, resp.StatusCode, "longer than MaxRetryAfter: not retried")
+						assert.Len(t, times, 1)
+						return
+					}
+					assert.Equal(t, http.StatusOK, resp.StatusCode)
+					require.Len(t, times, 2)
+					assert.GreaterOrEqual(t, times[1]-times[0], 10*time.Second, "the retry waits its Retry-After")
+				})
+			})
+		}
+	}
 }
