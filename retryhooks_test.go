@@ -2,8 +2,8 @@ package throttle_test
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
