@@ -1,6 +1,8 @@
 package otelthrottle
 
 import (
+	"context"
+	"errors"
 	"hash/maphash"
 	"net/http"
 	"testing"
@@ -86,4 +88,27 @@ func TestAttrKeyOfAnEvent(t *testing.T) {
 		assert.Equal(t, m, methodOf(m).String())
 	}
 	assert.Equal(t, "_OTHER", methodOf("get").String())
+}
+
+// Each of throttle's errors that refuse a request has a reason of its own,
+// wrapped in a WaitError as the Transport gives it; only an error no other
+// reason names is "_OTHER" (regression, found in review: ErrCostTooLarge was
+// "_OTHER", which the documentation says is another error of the Store).
+func TestRefusalReasons(t *testing.T) {
+	for err, want := range map[error]string{
+		throttle.ErrQueueFull:           "queue_full",
+		throttle.ErrWouldExceedDeadline: "would_exceed_deadline",
+		throttle.ErrPaused:              "paused",
+		throttle.ErrClosed:              "closed",
+		throttle.ErrMaxElapsed:          "max_elapsed",
+		throttle.ErrCostTooLarge:        "cost_too_large",
+		throttle.ErrStoreUnavailable:    "store_unavailable",
+		context.DeadlineExceeded:        "deadline_exceeded",
+		context.Canceled:                "canceled",
+		errors.New("a Store's own"):     "_OTHER",
+	} {
+		if got := refusal(&throttle.WaitError{Key: "k", Err: err}); got != want {
+			t.Errorf("refusal(%v) = %q, want %q", err, got, want)
+		}
+	}
 }

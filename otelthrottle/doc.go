@@ -65,7 +65,8 @@
 //     "backoff", "quota", "store", "line", "none".
 //   - throttle.refusal.reason: which error refused the request:
 //     "queue_full", "would_exceed_deadline", "paused", "closed",
-//     "max_elapsed", "store_unavailable" (throttle's sentinel errors),
+//     "max_elapsed", "cost_too_large", "store_unavailable" (throttle's
+//     sentinel errors),
 //     "deadline_exceeded", "canceled" (the context ended while it
 //     waited), "_OTHER" (another error of the Store).
 //   - throttle.pause.reason: "quota" or "outage"; throttle.pause.source:

@@ -83,6 +83,8 @@ func refusal(err error) string {
 		return "closed"
 	case errors.Is(err, throttle.ErrMaxElapsed):
 		return "max_elapsed"
+	case errors.Is(err, throttle.ErrCostTooLarge):
+		return "cost_too_large"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "deadline_exceeded"
 	case errors.Is(err, context.Canceled):
