@@ -142,6 +142,36 @@ func (e *WaitError) Error() string {
 
 func (e *WaitError) Unwrap() error { return e.Err }
 
+// Timeout reports whether the wait ended for the request's deadline (its
+// context's, or one it would have passed), as net.Error timeouts do: an
+// http.Client's url.Error says Timeout for it, as it does for its own
+// (found in review: os.IsTimeout was false for a request that
+// Client.Timeout ended in a throttle wait).
+func (e *WaitError) Timeout() bool { return isTimeout(e.Err) }
+
+// isTimeout reports whether err is a timeout: a deadline exceeded, or an
+// error that says so (a net.Error's Timeout).
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+// triesError is the base's error, as the last of a request's attempts
+// met it: it says how many were made and why retrying ended, and is a
+// timeout when the base's was (found in review: wrapped by fmt.Errorf, a
+// network timeout stopped being one for os.IsTimeout and url.Error).
+type triesError struct {
+	msg string
+	err error
+}
+
+func (e *triesError) Error() string { return e.msg + ": " + e.err.Error() }
+func (e *triesError) Unwrap() error { return e.err }
+func (e *triesError) Timeout() bool { return isTimeout(e.err) }
+
 // trimPrefix drops a leading "throttle: " so messages are not prefixed twice.
 func trimPrefix(s string) string {
 	const p = "throttle: "

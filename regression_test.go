@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -569,5 +571,54 @@ func TestPanickingWaitedEventLeavesTheKeyInOrder(t *testing.T) {
 				assert.Zero(t, rt.Stats().Keys["w.test"].InFlight)
 			})
 		})
+	}
+}
+
+// timeoutErr is a network timeout, as net.Error gives one.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+// A request that an http.Client's Timeout ends in a throttle wait, and one
+// whose every attempt timed out on the network, are timeouts for
+// os.IsTimeout and url.Error, as net/http's own are (regression, found in
+// review: WaitError said nothing of it, and the base's timeout was wrapped
+// by fmt.Errorf once retried or given up on).
+func TestTimeoutsStayTimeouts(t *testing.T) {
+	t.Run("client-timeout", func(t *testing.T) { synctest.Test(t, clientTimeoutInAWait) })
+	for _, attempts := range []int{1, 3} {
+		t.Run(fmt.Sprint("attempts=", attempts), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := throttle.New(rtFunc(func(*http.Request) (*http.Response, error) { return nil, timeoutErr{} }),
+					throttle.WithRetry(throttle.Retry{MaxAttempts: attempts}))
+				defer rt.Close()
+				_, err := (&http.Client{Transport: rt}).Get("http://t.test/")
+				require.Error(t, err)
+				assert.True(t, os.IsTimeout(err), "the base's timeout, after %d attempts: %v", attempts, err)
+				assert.ErrorIs(t, err, timeoutErr{})
+			})
+		})
+	}
+}
+
+// clientTimeoutInAWait: an http.Client's Timeout ends a request in a
+// throttle wait: a timeout.
+func clientTimeoutInAWait(t *testing.T) {
+	{
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) { return reply(r, http.StatusOK), nil }),
+			throttle.WithPolicy(throttle.Policy{Rate: 1, Burst: 1}))
+		defer rt.Close()
+		client := &http.Client{Transport: rt, Timeout: 100 * time.Millisecond}
+		resp, err := client.Get("http://t.test/first")
+		require.NoError(t, err)
+		resp.Body.Close()
+		_, err = client.Get("http://t.test/second") // its turn is a second away
+		require.ErrorIs(t, err, throttle.ErrWouldExceedDeadline)
+		assert.True(t, os.IsTimeout(err), "a wait past the client's timeout: %v", err)
+		var ue *url.Error
+		require.ErrorAs(t, err, &ue)
+		assert.True(t, ue.Timeout())
 	}
 }

@@ -248,7 +248,7 @@ func (r *request) do() (*http.Response, error) {
 		r.judge(&o, &tk, attempt, resp, err)
 		if !o.retryable {
 			if err != nil && attempt > 1 {
-				err = fmt.Errorf("throttle: key %q: after %d attempts: %w", r.ks.name(), attempt, err)
+				err = &triesError{fmt.Sprintf("throttle: key %q: after %d attempts", r.ks.name(), attempt), err}
 			}
 			inHand = nil
 			return resp, err
@@ -257,7 +257,7 @@ func (r *request) do() (*http.Response, error) {
 		if why != "" {
 			r.gaveUp(attempt, resp, err, why)
 			if err != nil {
-				err = fmt.Errorf("throttle: key %q: gave up after %d attempts (%s): %w", r.ks.name(), attempt, why, err)
+				err = &triesError{fmt.Sprintf("throttle: key %q: gave up after %d attempts (%s)", r.ks.name(), attempt, why), err}
 			}
 			inHand = nil
 			return resp, err
