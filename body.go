@@ -67,13 +67,24 @@ func (b *slotBody) release() {
 	}
 }
 
-// rwSlotBody keeps the io.Writer of a 101 Switching Protocols body.
+// rwSlotBody keeps the io.Writer of a 101 Switching Protocols body, and its
+// CloseWrite, if it has one: httputil.ReverseProxy half-closes the tunnel
+// with it, and without it closed the whole tunnel when the client
+// half-closed, and lost the backend's answer (found in review).
 type rwSlotBody struct {
 	slotBody
 	w io.Writer
 }
 
 func (b *rwSlotBody) Write(p []byte) (int, error) { return b.w.Write(p) }
+
+// cwSlotBody is an rwSlotBody whose connection closes its write side alone.
+type cwSlotBody struct {
+	rwSlotBody
+	cw interface{ CloseWrite() error }
+}
+
+func (b *cwSlotBody) CloseWrite() error { return b.cw.CloseWrite() }
 
 // holdsSlot reports whether resp has a body to hold an in-flight slot until
 // it is done; without one, the slot goes back with the answer.
@@ -86,6 +97,12 @@ func holdsSlot(resp *http.Response) bool {
 func holdSlot(resp *http.Response, ks *keyState) {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		if rw, ok := resp.Body.(io.ReadWriteCloser); ok {
+			if cw, ok := rw.(interface{ CloseWrite() error }); ok {
+				b := &cwSlotBody{rwSlotBody: rwSlotBody{slotBody: slotBody{ReadCloser: rw}, w: rw}, cw: cw}
+				b.ks.Store(ks)
+				resp.Body = b
+				return
+			}
 			b := &rwSlotBody{slotBody: slotBody{ReadCloser: rw}, w: rw}
 			b.ks.Store(ks)
 			resp.Body = b

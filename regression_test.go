@@ -622,3 +622,46 @@ func clientTimeoutInAWait(t *testing.T) {
 		assert.True(t, ue.Timeout())
 	}
 }
+
+// conn is the body of a 101 Switching Protocols answer: the connection,
+// which writes too, and closes its write side alone.
+type conn struct {
+	io.Reader
+	wrote      strings.Builder
+	halfClosed bool
+}
+
+func (c *conn) Write(p []byte) (int, error) { return c.wrote.Write(p) }
+func (c *conn) Close() error                { return nil }
+func (c *conn) CloseWrite() error           { c.halfClosed = true; return nil }
+
+// Under MaxInFlight, the body of a 101 Switching Protocols answer still
+// writes and closes its write side alone (httputil.ReverseProxy tunnels
+// with them), and holds its slot until it is closed (regression, found in
+// review: CloseWrite was lost, and ReverseProxy closed the whole tunnel
+// when the client half-closed, losing the backend's answer).
+func TestSwitchingProtocolsBodyKeepsItsConnection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &conn{Reader: strings.NewReader("")}
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			resp := reply(r, http.StatusSwitchingProtocols)
+			resp.Body = c
+			return resp, nil
+		}), throttle.WithPolicy(throttle.Policy{MaxInFlight: 1}))
+		defer rt.Close()
+		resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://ws.test/"))
+		require.NoError(t, err)
+		rwc, ok := resp.Body.(io.ReadWriteCloser)
+		require.True(t, ok, "the body writes")
+		_, err = rwc.Write([]byte("hello"))
+		require.NoError(t, err)
+		assert.Equal(t, "hello", c.wrote.String())
+		cw, ok := resp.Body.(interface{ CloseWrite() error })
+		require.True(t, ok, "the body closes its write side alone")
+		require.NoError(t, cw.CloseWrite())
+		assert.True(t, c.halfClosed)
+		assert.Equal(t, 1, rt.Stats().Keys["ws.test"].Slots, "the tunnel holds its slot")
+		require.NoError(t, resp.Body.Close())
+		assert.Zero(t, rt.Stats().Keys["ws.test"].Slots)
+	})
+}
