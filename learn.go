@@ -556,7 +556,9 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 // waits its own Retry-After; refusals that dominate still pause the key).
 // Regression, found in review: against a server that took 1,600 a second
 // and refused every fiftieth request, a learned pace fell to 4 a second in
-// six minutes, and to nothing refusing every tenth.
+// six minutes; now about 500. (Refusing every tenth, it still falls: the
+// runs are too short for this rule, and rule 3 halves a searching pace at
+// each.)
 func (ks *keyState) noise(now time.Time, at time.Duration, p rate.Limit) bool {
 	l := ks.learning()
 	run := l.accepted
