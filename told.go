@@ -822,6 +822,20 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 		return m.aged(now, need-m.exact(now, inflight)) // what a log would hold binds
 	case m.kind == kindWindow && m.period == 0 && m.exact(now, inflight) < need && m.resetAt > now:
 		return max(m.resetAt, m.aged(now, need-m.exact(now, inflight)))
+	case m.kind == kindBucket && inflight == 0 && float64(m.depth)-float64(m.sent-m.leftSent) < need &&
+		m.levelAt != 0 && now-m.levelAt >= max(time.Second, time.Duration(float64(m.depth)/max(m.rate, 1e-9)*1e9)):
+		// The requests sent since the last reading, long enough ago for
+		// the bucket to refill whole, took more than it can hold back:
+		// as counted, it never refills to need, and only a reading would
+		// set it right, but none is on its way (their answers came
+		// without headers: a cache, an endpoint that sends none). The bucket is taken for spent now,
+		// and refills from here (regression, found in review: the key
+		// waited for ever, nothing on the wire).
+		m.level, m.levelAt, m.leftSent = 0, now, m.sent
+		if m.rate > 0 {
+			return later(now, need/m.rate)
+		}
+		return now
 	case m.rate > 0:
 		return later(now, (need-t)/m.rate)
 	case m.kind == kindBucket && inflight > 0:

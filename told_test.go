@@ -1392,3 +1392,40 @@ func TestFarBucketIsToldByWhatItTook(t *testing.T) {
 		})
 	}
 }
+
+// A bucket told by headers whose answers then stop carrying them (a cache
+// in front, an endpoint that sends none) does not hold the key for ever:
+// the requests sent since the last reading, counted against a bucket that
+// as counted never refills, are taken to have spent it, and it refills
+// from there (regression, found in review: every request waited, nothing
+// on the wire, for minutes).
+func TestBucketWhoseHeadersStopDoesNotHoldTheKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int64
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(time.Millisecond)
+			i := n.Add(1)
+			if i <= 40 { // a bucket of 20, 100 a second, told while it is drawn down
+				return reply(r, http.StatusOK, "X-RateLimit-Limit", "20",
+					"X-RateLimit-Remaining", fmt.Sprint(max(0, 20-i/2)), "X-RateLimit-Reset", "1"), nil
+			}
+			return reply(r, http.StatusOK), nil // no headers from here on
+		}))
+		defer rt.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				for i := range 50 {
+					if !assert.NoError(t, doCtx(t, ctx, rt, fmt.Sprint("http://h.test/", w, "/", i))) {
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		t.Logf("400 requests took %v", time.Since(start))
+	})
+}

@@ -136,6 +136,10 @@ func (m *told) measure(now, sent time.Duration, r int, inflight int64, since uin
 				m.rate *= 1.05
 				m.raisedAt = now
 			}
+			// Never past what any client sends (found in review: a
+			// bucket whose Remaining said 0 at every answer was raised
+			// at every span, to 5e38 a second).
+			m.rate = min(m.rate, float64(fastestRate))
 		}
 	case m.kind == kindBucket && back <= 0:
 		m.rate = 0 // others spend all it adds
