@@ -167,8 +167,10 @@ func (e *evidence) accepting(now time.Duration, p rate.Limit, burst int, admitte
 // slow reacts to a quota signal for the attempt tk, answered at now (at
 // from the epoch): once
 // per episode, it cuts the pace and the windows near their limit, or learns
-// a pace, as the rules above say.
-func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration) {
+// a pace, as the rules above say. beyond says the refusal came with quota
+// headers that said enough remained for tk: a limit they do not describe
+// refused it.
+func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyond bool) {
 	a, ev := &ks.troubled().adapt, &ks.ev
 	if tk.probe || tk.adm <= a.cutAdm {
 		if !tk.probe && a.cutAdm != 0 {
@@ -217,10 +219,15 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration) {
 		ks.wins[i].cut(tk.mono, at)
 	}
 	switch {
-	case ks.lim == nil && ks.mirror() != nil:
+	case ks.lim == nil && ks.mirror() != nil && !beyond:
 		// The server's count paces the key (told.go): its refusal cut
 		// the mirror's rate, if a bucket's.
 	case ks.lim == nil:
+		// Nothing paces the key, or the headers describe a quota other
+		// than the one that refused (a day's, while a second's limit
+		// refuses; a Remaining that never falls): a pace is learned from
+		// the refusals, and the mirror, if any, still holds back what
+		// its count says (told.go).
 		ks.startLearning(now, at, wait, run, last) // learn.go
 	case recurring: // 3
 		ks.setPace(now, at, p*slowFactor, p*recurShare)

@@ -33,7 +33,10 @@
 //     One refusal from a bucket the headers pace is a collision, not an
 //     order to stop: the refused request waits out its Retry-After and the
 //     others go on, unless the server asks for more than 2 s or refusals
-//     come in 3 of the key's last 20 answers.
+//     come in 3 of the key's last 20 answers. A 429 whose headers say
+//     enough remains was refused by a limit they do not describe (a day's
+//     quota told, a second's enforced): the key learns a pace from its
+//     429s as well, and the headers still hold back what they count.
 //
 // Availability signals are not quota signals: a 502, 503, 504 or network
 // error delays only its own request's retry (its backoff, never shorter than

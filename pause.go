@@ -255,7 +255,7 @@ func (ks *keyState) pace() rate.Limit {
 func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Time, at time.Duration) lesson {
 	learned := ks.learned()
 	whole := h.whole || !h.hasWait // none stated: taken to ask for a second (see asked)
-	ks.slow(tk, now, at, pause)
+	ks.slow(tk, now, at, pause, h.hasQ && h.quota.HasRemaining && h.quota.Remaining >= h.units(&tk))
 	l := ks.learning()
 	switch {
 	case l == nil || !l.on:

@@ -113,6 +113,12 @@ import (
 // that reset (later, others may have spent most of it). Small quotas
 // spent within a few round trips show neither kind plainly at first.
 //
+// A refusal whose headers say enough remains for the request refused was
+// a limit's the headers do not describe (a day's quota told while a
+// second's refuses; a Remaining that never falls): the key learns a pace
+// from its refusals as well (learn.go), and the mirror goes on holding back
+// what its count says.
+//
 // The mirror begins with the first reading on an answer the server
 // accepted. A server that sends its headers on refusals only says only
 // that nothing remains, which the refusal says too: its key learns its

@@ -356,6 +356,50 @@ func TestRefusalsWinOverHeaders(t *testing.T) {
 	})
 }
 
+// Headers that describe a quota other than the one that refuses — a day's
+// quota, while an undescribed limit of 200 a second refuses; or a Remaining
+// that never falls — say plenty remains on the very refusals: the key
+// learns its pace from the refusals as one told nothing, and the headers
+// still hold back what they count (regression, found in review: a key
+// that had seen headers never learned from 429s, and each refusal paused
+// it a second: 8-9x the ideal, 22% of the requests refused).
+func TestHeadersOfAnotherQuotaDoNotHideTheRefusals(t *testing.T) {
+	for _, headers := range []string{"day", "stuck"} {
+		t.Run(headers, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{quotaBucket}}, 1))
+				var accepted atomic.Int64
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					resp, err := api.RoundTrip(r)
+					if err != nil {
+						return nil, err
+					}
+					limit, remaining := "100", "100"
+					if headers == "day" {
+						if resp.StatusCode == http.StatusOK {
+							accepted.Add(1)
+						}
+						limit, remaining = "100000", fmt.Sprint(100000-accepted.Load())
+					}
+					resp.Header.Set("X-RateLimit-Limit", limit)
+					resp.Header.Set("X-RateLimit-Remaining", remaining)
+					resp.Header.Set("X-RateLimit-Reset", "3600")
+					return resp, nil
+				}))
+				defer rt.Close()
+				took := job(t, rt, 4000)
+				ideal := 19900 * time.Millisecond // (4,000 - 20) / 200
+				seen := api.Stats().Total
+				st := rt.Stats().Keys["api.test"]
+				t.Logf("took %v (%.3fx the ideal), %d refused, pace %.1f/s", took, took.Seconds()/ideal.Seconds(), seen.Throttled, float64(st.Rate))
+				assert.LessOrEqual(t, took.Seconds(), 1.1*ideal.Seconds(), "within 1.1x the ideal")
+				assert.LessOrEqual(t, seen.Throttled, int64(40), "1% of the requests refused at most")
+				assert.Equal(t, throttle.PaceLearned, st.PaceFrom)
+			})
+		})
+	}
+}
+
 // A quota that halves mid-run: the key follows what the headers show,
 // with few refusals (issue 9: a quota that changes).
 func TestQuotaThatHalvesMidRun(t *testing.T) {
