@@ -37,6 +37,9 @@
 //     enough remains was refused by a limit they do not describe (a day's
 //     quota told, a second's enforced): the key learns a pace from its
 //     429s as well, and the headers still hold back what they count.
+//     An HTTP-date Retry-After, and a reset written as a Unix time or a
+//     date, are counted from the server's clock, which the answer's Date
+//     field shows when it is more than a second off the client's.
 //
 // Availability signals are not quota signals: a 502, 503, 504 or network
 // error delays only its own request's retry (its backoff, never shorter than

@@ -74,7 +74,7 @@ func (h *hint) asked() time.Duration {
 // readHint reads an attempt's outcome: a response, or err when there is
 // none (failed says the error is one of the network's, not the caller's).
 // Only answers that may carry a signal are parsed, so a 2xx costs nothing.
-func readHint(resp *http.Response, failed bool, now time.Time) hint {
+func readHint(resp *http.Response, failed bool, now *instant) hint {
 	if resp == nil {
 		if failed {
 			return hint{signal: signalUnavailable}
@@ -107,7 +107,7 @@ func readHint(resp *http.Response, failed bool, now time.Time) hint {
 	if h.signal == signalUnavailable {
 		return h // Retry-After is a floor for the retry's delay; no news about the quota
 	}
-	q, ok := ParseQuota(resp.Header, now)
+	q, ok := parseQuota(resp.Header, now)
 	h.quota, h.read, h.hasQ = q, true, ok
 	if h.signal == signalNone {
 		// 403 without Retry-After: GitHub's primary rate limit says the

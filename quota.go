@@ -34,7 +34,9 @@ type Quota struct {
 func (q Quota) Exhausted() bool { return q.HasRemaining && q.Remaining == 0 }
 
 // ParseQuota reads the quota fields of a response header h, as of now (the time
-// the response arrived). It reads three families of fields.
+// the response arrived; the Transport passes the server's clock, as the
+// answer's Date field shows it, when that differs from its own: see
+// ParseRetryAfter). It reads three families of fields.
 //
 // The IETF fields of draft-ietf-httpapi-ratelimit-headers are Structured Field
 // Lists (RFC 9651), which may be split over several field lines:
@@ -102,6 +104,12 @@ func (q Quota) Exhausted() bool { return q.HasRemaining && q.Remaining == 0 }
 // map lookups and no allocation. ParseQuota takes time linear in the size of
 // h and never panics.
 func ParseQuota(h http.Header, now time.Time) (q Quota, ok bool) {
+	return parseQuota(h, &instant{now: now})
+}
+
+// parseQuota is ParseQuota, at now: the transport's reads the server's
+// clock from the answer's Date for the absolute times (see instant).
+func parseQuota(h http.Header, now *instant) (q Quota, ok bool) {
 	f := lookupQuotaFields(h)
 	if f.none() {
 		return Quota{}, false

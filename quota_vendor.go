@@ -31,7 +31,7 @@ const (
 // Used and Resource are looked up in h only here: without a count or a reset
 // they say nothing ParseQuota reports. A remaining count left out is Limit -
 // Used, and Used left out is Limit - Remaining, neither below 0.
-func (f *quotaFields) xRateLimit(h http.Header, now time.Time) Quota {
+func (f *quotaFields) xRateLimit(h http.Header, now *instant) Quota {
 	var q Quota
 	q.Limit, q.HasLimit = firstCount(&f.limit)
 	q.Remaining, q.HasRemaining = firstCount(&f.remaining)
@@ -129,7 +129,7 @@ func firstCount(spellings *[3][]string) (int, bool) {
 }
 
 // firstReset returns the reset of the first spelling that parses.
-func firstReset(spellings *[3][]string, now time.Time) (time.Duration, bool) {
+func firstReset(spellings *[3][]string, now *instant) (time.Duration, bool) {
 	for _, lines := range spellings {
 		if d, ok := parseReset(lines, now); ok {
 			return d, true
@@ -140,17 +140,17 @@ func firstReset(spellings *[3][]string, now time.Time) (time.Duration, bool) {
 
 // parseReset reads a reset: seconds or a Unix time (quota.go says how they
 // are told apart), a Go duration, or an HTTP-date.
-func parseReset(lines []string, now time.Time) (time.Duration, bool) {
+func parseReset(lines []string, now *instant) (time.Duration, bool) {
 	s := firstElement(lines)
 	if s == "" {
 		return 0, false
 	}
 	if n, ok := parseDecimal(s); ok {
 		switch {
-		case n.whole >= epochMillis(now):
-			return durationUntil(time.UnixMilli(n.whole), now), true
-		case n.whole >= epochSeconds(now):
-			return durationUntil(time.Unix(n.whole, n.milli*int64(time.Millisecond)), now), true
+		case n.whole >= epochMillis(now.now):
+			return durationUntil(time.UnixMilli(n.whole), now.server()), true
+		case n.whole >= epochSeconds(now.now):
+			return durationUntil(time.Unix(n.whole, n.milli*int64(time.Millisecond)), now.server()), true
 		}
 		return n.duration(), true
 	}
@@ -158,7 +158,7 @@ func parseReset(lines []string, now time.Time) (time.Duration, bool) {
 		return d, true
 	}
 	if date, err := http.ParseTime(strings.Trim(lines[0], " \t")); err == nil {
-		return durationUntil(date, now), true
+		return durationUntil(date, now.server()), true
 	}
 	return 0, false
 }

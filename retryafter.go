@@ -32,7 +32,8 @@ const maxRetryDuration = time.Duration(math.MaxInt64)
 //     IMF-fixdate "Sun, 06 Nov 1994 08:49:37 GMT", the obsolete RFC 850 form
 //     "Sunday, 06-Nov-94 08:49:37 GMT" and ANSI C's asctime form
 //     "Sun Nov  6 08:49:37 1994". The wait is the date minus now; a date at or
-//     before now gives 0, true.
+//     before now gives 0, true. (The Transport passes the server's clock as now
+//     when the answer's Date field shows it to differ from its own.)
 //
 // The duration is never negative. ok is false, with a zero duration, only when
 // the value is absent (empty or blank) or malformed: a sign ("-5", "+5"), a unit
@@ -43,7 +44,7 @@ const maxRetryDuration = time.Duration(math.MaxInt64)
 // The number forms do not allocate. ParseRetryAfter never panics, whatever the
 // input.
 func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
-	d, _, ok := parseRetryAfter(value, now)
+	d, _, ok := parseRetryAfter(value, &instant{now: now})
 	return d, ok
 }
 
@@ -51,7 +52,7 @@ func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
 // whole seconds only (delay-seconds, or an HTTP-date), so that the wait the
 // server meant may end up to a second before the one stated: a server
 // rounds up to its next whole second (a date), or its wait to whole seconds.
-func parseRetryAfter(value string, now time.Time) (d time.Duration, whole, ok bool) {
+func parseRetryAfter(value string, now *instant) (d time.Duration, whole, ok bool) {
 	value = strings.Trim(value, " \t")
 	if value == "" {
 		return 0, false, false
@@ -67,7 +68,62 @@ func parseRetryAfter(value string, now time.Time) (d time.Duration, whole, ok bo
 	if err != nil {
 		return 0, false, false
 	}
-	return durationUntil(date, now), true, true
+	return durationUntil(date, now.server()), true, true
+}
+
+// instant is when an answer came: now, by the client's clock, and, for the
+// absolute times the server writes (an HTTP-date, a Unix time), the
+// server's clock then, as the answer's Date field shows it (RFC 9110,
+// Section 6.6.1): a server whose clock is 3 s behind asks, by the client's,
+// for a retry 3 s before it will take one, and one ahead for a wait 3 s too
+// long, at every reset. Date is read only when such a time is.
+type instant struct {
+	now  time.Time
+	h    http.Header   // the answer's header, for its Date; nil: the server's clock is taken to be now
+	rtt  time.Duration // the attempt's round trip: the answer came back in about half of it
+	srv  time.Time     // the server's clock at now, once read
+	read bool
+}
+
+const (
+	// clockSlack is how far a Date may lie outside the second it truncates
+	// and the answer's way back before the clocks are taken to differ.
+	clockSlack = time.Second / 4
+	// maxSkew is the most the server's clock is taken to differ by: a Date
+	// further off is taken for a broken one (or a cache's: with an Age
+	// field it is not read at all), and the client's clock is used.
+	maxSkew = time.Hour
+)
+
+// server returns the server's clock when the answer came: now when the
+// answer has no usable Date, or one that now agrees with (the server
+// stamped it, truncated to its second, before the answer's way back);
+// else Date plus half the round trip, which is never later than the
+// server's clock was (the second's fraction is left out: a wait counted
+// from it may be up to a second long, as a whole-second one may be).
+func (c *instant) server() time.Time {
+	switch {
+	case c.h == nil:
+		return c.now
+	case c.read:
+		return c.srv
+	}
+	c.read, c.srv = true, c.now
+	v := c.h["Date"]
+	if len(v) == 0 || len(c.h["Age"]) > 0 {
+		return c.srv
+	}
+	date, err := http.ParseTime(strings.Trim(v[0], " \t"))
+	if err != nil {
+		return c.srv
+	}
+	off := c.now.Sub(date) // the client's clock ahead by this, less the fraction and the way back
+	if off < -clockSlack || off > time.Second+c.rtt+clockSlack {
+		if off > -maxSkew && off < maxSkew+time.Second+c.rtt {
+			c.srv = date.Add(c.rtt / 2)
+		}
+	}
+	return c.srv
 }
 
 // durationUntil returns how long from now until t: 0 when t is not after now, and at

@@ -1473,3 +1473,53 @@ func TestBucketWhoseHeadersStopDoesNotHoldTheKey(t *testing.T) {
 		t.Logf("400 requests took %v", time.Since(start))
 	})
 }
+
+// A server whose clock is off by a few seconds writes its absolute times
+// (an HTTP-date Retry-After, a Unix-time reset) by its own clock; its Date
+// field shows which, and they are counted from it (regression, found in
+// review: 3 s ahead, a window of 100 a second took 2.3-3.9x the ideal,
+// every wait 3 s too long; 3 s behind, 1.1-1.5x with 3-6% of the requests
+// refused, each retry sent before the reset).
+func TestServerClockIsReadFromItsDate(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		skew time.Duration // the server's clock is behind the client's by this
+		told bool          // the reset is a Unix time in X-RateLimit-Reset on every answer; else Retry-After is a date
+	}{
+		{"reset/ahead", -3 * time.Second, true},
+		{"reset/behind", 3 * time.Second, true},
+		{"retry-after/ahead", -3 * time.Second, false},
+		{"retry-after/behind", 3 * time.Second, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := throttletest.Config{Limits: []throttletest.Limit{quotaWindow},
+					XRateLimit: tt.told, HeadersOnSuccess: tt.told, RetryAfter: throttletest.RetryAfterDate}
+				api := throttletest.NewAPI(nearby(cfg, 1))
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					resp, err := api.RoundTrip(r)
+					if err != nil {
+						return nil, err
+					}
+					// The same answer, its times written by the server's clock.
+					srv := time.Now().Add(-tt.skew)
+					resp.Header.Set("Date", srv.UTC().Format(http.TimeFormat))
+					if d, err := strconv.Atoi(resp.Header.Get("X-RateLimit-Reset")); err == nil {
+						resp.Header.Set("X-RateLimit-Reset", fmt.Sprint(srv.Add(time.Duration(d)*time.Second).Unix()))
+					}
+					if d, err := http.ParseTime(resp.Header.Get("Retry-After")); err == nil {
+						resp.Header.Set("Retry-After", d.Add(-tt.skew).Format(http.TimeFormat))
+					}
+					return resp, nil
+				}))
+				defer rt.Close()
+				took := job(t, rt, 4000)
+				ideal := 39 * time.Second // (4,000 - 100) / 100
+				refused := api.Stats().Total.Throttled
+				t.Logf("took %v (%.3fx the ideal), %d refused", took, took.Seconds()/ideal.Seconds(), refused)
+				assert.LessOrEqual(t, took.Seconds(), 1.1*ideal.Seconds(), "within 1.1x the ideal")
+				assert.LessOrEqual(t, refused, int64(30))
+			})
+		})
+	}
+}
