@@ -45,9 +45,10 @@ import (
 //     within a sixteenth: it cruises at the faster that held. A
 //     pace has held a whole test when twice that went by unrefused (a
 //     window counts over its whole length). A pace rises only once the key
-//     sent at least 0.8 of it since it was set or the key resumed: a pace
-//     that its round trips, not the pace, kept it from reaching proves
-//     nothing. The pacer of a learned pace holds two tokens, so a turn
+//     sent at least 0.8 of it since it was set, the key resumed, or the
+//     key came back from idle (nothing accepted for a test and two of the
+//     pace's turns): a pace that its round trips, not the pace, kept it
+//     from reaching proves nothing, and an idle spell is no such proof. The pacer of a learned pace holds two tokens, so a turn
 //     taken late (a waiter woken late on a busy machine) leaves its time
 //     to the next instead of losing it.
 //  3. Collisions. A refusal of a learned pace is a collision, not an order to
@@ -171,8 +172,9 @@ type learner struct {
 	next  time.Duration // the pace may rise from then on
 	setAt time.Duration // when the pace was last set
 
-	reachAt  time.Duration // the pace was last set, or the key resumed, then
+	reachAt  time.Duration // the pace was last set, or the key resumed or came back from idle, then
 	reachAdm uint64        // the key's admissions then
+	lastOK   time.Duration // the last accepted answer came then
 
 	cut         uint64        // attempts admitted up to this one were sent before the last cut
 	since       time.Duration // accepted answers are counted from here
@@ -648,10 +650,21 @@ func (ks *keyState) setLearned(now time.Time, at time.Duration, r rate.Limit, cu
 // (otherwise raising it would prove nothing).
 func (ks *keyState) climbLearned(now time.Time, at time.Duration) {
 	l := ks.learning()
+	p := ks.lim.Limit()
+	idle := at-l.lastOK > max(l.test, time.Duration(2*float64(time.Second)/float64(p)))
+	l.lastOK = at
+	if idle {
+		// Nothing came back for a test, and two of the pace's turns: the
+		// key was idle, and what it sends is measured from now, not
+		// from before the idle spell (regression, found in review: a key
+		// idle for 20 s had to send at its pace for 80 s before a probe,
+		// and one idle for a night, never).
+		l.reachAt, l.reachAdm = at, ks.admitted
+		return
+	}
 	if ks.waiting == 0 || at < l.next {
 		return
 	}
-	p := ks.lim.Limit()
 	if float64(ks.admitted-l.reachAdm) < reachedShare*float64(p)*(at-l.reachAt).Seconds() {
 		return // the key did not send at the pace: it proves nothing
 	}

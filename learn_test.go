@@ -1170,3 +1170,69 @@ func TestRefusalsThePaceDoesNotMakeDoNotCollapseIt(t *testing.T) {
 		assert.GreaterOrEqual(t, per[len(per)-1], int64(200))
 	})
 }
+
+// "Retry-After: 0", or a date already past, on a refusal says nothing of
+// when the quota gives back: a pace learned from refusals takes it as a
+// refusal that states no wait, not each refused request's random backoff
+// for the server's wait (regression, found in review: a window of 100 a
+// second took 1.1-1.3x its ideal, 140-214 of its 4,000 requests refused).
+func TestZeroRetryAfterTeachesAsNone(t *testing.T) {
+	for _, form := range []string{"0", "past"} {
+		t.Run(form, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{quotaWindow}}, 1))
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					resp, err := api.RoundTrip(r)
+					if err == nil && resp.Header.Get("Retry-After") != "" {
+						ra := "0"
+						if form == "past" {
+							ra = time.Now().Add(-time.Second).UTC().Format(http.TimeFormat)
+						}
+						resp.Header.Set("Retry-After", ra)
+					}
+					return resp, err
+				}))
+				defer rt.Close()
+				took := job(t, rt, 4000)
+				ideal := 39 * time.Second // (4,000 - 100) / 100
+				refused := api.Stats().Total.Throttled
+				t.Logf("took %v (%.3fx the ideal), %d refused", took, took.Seconds()/ideal.Seconds(), refused)
+				assert.LessOrEqual(t, took.Seconds(), 1.1*ideal.Seconds(), "within 1.1x the ideal")
+				assert.LessOrEqual(t, refused, int64(30))
+			})
+		})
+	}
+}
+
+// A learned pace climbs again after the key sat idle: what the key sends
+// is measured from when it is busy again, not from before the idle spell
+// (regression, found in review: a pace learned at 50 a second, the key idle
+// for 30 s while the quota grew to 100, stayed at 50 for the whole next
+// job, 2x its ideal: a key idle for I had to send at its pace for 4·I
+// before a probe).
+func TestLearnedPaceClimbsAfterIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		before := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{
+			{Algorithm: throttletest.TokenBucket, Rate: 50, Burst: 50}}}, 1))
+		after := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{
+			{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 50}}}, 2))
+		var grown atomic.Bool
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			if grown.Load() {
+				return after.RoundTrip(r)
+			}
+			return before.RoundTrip(r)
+		}))
+		defer rt.Close()
+		job(t, rt, 500)
+		learned := rt.Stats().Keys["api.test"]
+		require.Equal(t, throttle.PaceLearned, learned.PaceFrom)
+		grown.Store(true)
+		time.Sleep(30 * time.Second)
+		took := job(t, rt, 3000)
+		ideal := 29500 * time.Millisecond // (3,000 - 50) / 100
+		t.Logf("learned %.1f/s; after 30 s idle, 3,000 took %v (%.2fx the ideal), pace %.1f/s", float64(learned.Rate),
+			took, took.Seconds()/ideal.Seconds(), float64(rt.Stats().Keys["api.test"].Rate))
+		assert.LessOrEqual(t, took.Seconds(), 1.2*ideal.Seconds(), "the pace found the grown quota")
+	})
+}

@@ -345,6 +345,11 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 		pause = o.h.wait
 	}
 	r.t.learn(&o.ls, ks, tk, resp, &o.h, pause, o.now, mono)
+	if o.h.throttled() && o.h.hasWait && o.h.wait == 0 && ks.learned() {
+		// A zero wait teaches a learned pace as none stated (see
+		// refused); the refused request, too, waits as for one.
+		o.delay = max(o.delay, unstatedWait)
+	}
 	if fig.ok {
 		o.cost = r.t.correct(ks, *tk, fig.n, o.now)
 	}
