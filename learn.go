@@ -23,7 +23,9 @@ import (
 //     came back accepted, from the refusal to the resume). A wait stated
 //     in whole seconds (delay-seconds; a date, which rounds up to the
 //     server's next whole second however short the wait; a reset of a
-//     second or more) may be late by up to one, so the key pauses only
+//     second or more; a wait of 0, or a date already past, which says
+//     nothing of when the count gives back, is taken as none stated, a
+//     second) may be late by up to one, so the key pauses only
 //     for what surely remains and peeks into the last second: one request
 //     1/8 s in, then, each time the peek is refused, one twice as far from
 //     its refusal, until the wait first asked for has passed (the refused
