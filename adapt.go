@@ -295,10 +295,15 @@ func (ks *keyState) climbPace(now time.Time, at time.Duration) bool {
 	a, r := &ks.tr.adapt, ks.pol.Rate
 	raised := false
 	if a.ceil < r && at-a.ceilAt >= ceilEvery && at-a.quietAt >= ceilEvery {
-		a.ceil, a.ceilAt, raised = min(r, a.ceil+r*ceilShare), at, true
+		// A step per quiet 30 s since it last moved: a key idle for an
+		// hour comes back at its Rate (regression, found in review: one
+		// step per answer left it at a tenth of Rate after an hour).
+		n := rate.Limit(min(at-a.ceilAt, at-a.quietAt) / ceilEvery)
+		a.ceil, a.ceilAt, raised = min(r, a.ceil+r*ceilShare*n), at, true
 	}
 	if p := ks.lim.Limit(); p < a.ceil {
-		ks.lim.SetLimitAt(now, min(a.ceil, p+r*climbShare))
+		n := rate.Limit((at - a.quietAt) / climbEvery) // a step per quiet second
+		ks.lim.SetLimitAt(now, min(a.ceil, p+r*climbShare*n))
 		raised = true
 	}
 	return raised
@@ -309,7 +314,8 @@ func (ks *keyState) climbPace(now time.Time, at time.Duration) bool {
 func (ks *keyState) climbWindows(now time.Duration) {
 	for i := range ks.wins {
 		if w := &ks.wins[i]; w.n < w.N && now-w.movedAt >= ceilEvery {
-			w.n = min(w.N, w.n+max(1, int(float64(w.N)*ceilShare)))
+			n := int(min((now-w.movedAt)/ceilEvery, time.Duration(w.N))) // a step per quiet 30 s, idle ones too
+			w.n = min(w.N, w.n+n*max(1, int(float64(w.N)*ceilShare)))
 			w.movedAt, ks.tr.adapt.adjusted = now, now
 		}
 	}

@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -79,5 +80,40 @@ func TestPaceAtQuotaNeverThrottled(t *testing.T) {
 		assert.Zero(t, st.Throttled)
 		assert.LessOrEqual(t, took, 10*time.Second)
 		require.LessOrEqual(t, st.PeakPerSecond, int64(110))
+	})
+}
+
+// A configured pace cut by refusals comes back while the key is idle: each
+// quiet second, idle ones too, gives back a tenth of Rate, and each quiet
+// 30 s a twentieth of its ceiling (regression, found in review: the quiet
+// spell counted from the first answer after the idle hour, and one step
+// per answer: a key cut to a tenth of Rate was still there an hour later,
+// 200 requests taking 20 s rather than 2).
+func TestCutPaceComesBackAfterIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var refuse atomic.Bool
+		var n atomic.Int64
+		refuse.Store(true)
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			if refuse.Load() && n.Add(1)%5 == 0 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		}), throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 4}), throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
+		defer rt.Close()
+		for range 200 {
+			_ = do(t, rt, "http://h.test/")
+		}
+		cut := rt.Stats().Keys["h.test"].Rate
+		require.Less(t, float64(cut), 50.0, "the refusals cut the pace")
+		refuse.Store(false)
+		time.Sleep(time.Hour)
+		start := time.Now()
+		for range 200 {
+			require.NoError(t, do(t, rt, "http://h.test/"))
+		}
+		took := time.Since(start)
+		t.Logf("cut to %.1f/s; after an hour idle, 200 took %v at %.1f/s", float64(cut), took, float64(rt.Stats().Keys["h.test"].Rate))
+		assert.Less(t, took, 2500*time.Millisecond, "back at Rate: (200 - 4) / 100 s")
 	})
 }

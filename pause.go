@@ -456,7 +456,9 @@ func (ks *keyState) resume(now time.Time, at time.Duration) {
 	ks.ev.restart(at, ks.admitted)
 	ks.resumeLearned(now, at)
 	if tr.adapt.calming {
-		tr.adapt.quietAt, tr.adapt.calming = at, false
+		// The quiet spell counts from the pause's end, not from this
+		// answer: a key idle since is quiet since.
+		tr.adapt.quietAt, tr.adapt.calming = at-max(0, now.Sub(tr.pauseUntil)), false
 	}
 	if ks.lim == nil {
 		tr.ramp = 1
