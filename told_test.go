@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -1522,4 +1523,48 @@ func TestServerClockIsReadFromItsDate(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Shopify's call limit ("X-Shopify-Shop-Api-Call-Limit: 32/40") says how
+// full a leaky bucket is and never when it empties: spent, the key waits
+// for the answers on their way to read it again, rather than letting every
+// waiting request go (regression, found in review: one 429 per worker, 8 of
+// 308 requests, where a transport told the quota drew none).
+func TestShopifyCallLimitHoldsTheKeyWhenFull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const depth, leak = 40, 2.0 // Shopify's standard plan
+		var mu sync.Mutex
+		var level float64
+		var last time.Time
+		var refused int
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(25 * time.Millisecond)
+			mu.Lock()
+			now := time.Now()
+			if !last.IsZero() {
+				level = max(0, level-now.Sub(last).Seconds()*leak)
+			}
+			last = now
+			status := http.StatusOK
+			if level+1 > depth {
+				status = http.StatusTooManyRequests
+				refused++
+			} else {
+				level++
+			}
+			used := fmt.Sprintf("%d/%d", int(math.Ceil(level)), depth)
+			mu.Unlock()
+			time.Sleep(25 * time.Millisecond)
+			if status != http.StatusOK {
+				return reply(r, status, "Retry-After", "2.0", "X-Shopify-Shop-Api-Call-Limit", used), nil
+			}
+			return reply(r, status, "X-Shopify-Shop-Api-Call-Limit", used), nil
+		}))
+		defer rt.Close()
+		took := job(t, rt, 300)
+		ideal := 130 * time.Second // (300 - 40) / 2
+		t.Logf("took %v (%.3fx the ideal), %d refused", took, took.Seconds()/ideal.Seconds(), refused)
+		assert.LessOrEqual(t, refused, 2, "0.5% at most")
+		assert.LessOrEqual(t, took.Seconds(), 1.05*ideal.Seconds())
+	})
 }
