@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"sync/atomic"
@@ -14,16 +15,31 @@ const (
 	drainTimeout = 100 * time.Millisecond
 )
 
-// discard drains (bounded in bytes and time) and closes a response body.
-func discard(resp *http.Response) {
-	if resp == nil || resp.Body == nil {
-		return
+// discard drains (bounded in bytes and time) and closes the body of a
+// response a retry replaces, and returns the response with what it read
+// as its body, should the retry be refused before it is sent: the caller
+// gets the response obtained, as the net/http contract asks. It returns
+// nil when the body did not end within drainMax bytes and drainTimeout
+// (it is closed: a retry refused then fails with its error), or resp is.
+func discard(resp *http.Response) *http.Response {
+	if resp == nil {
+		return nil
+	}
+	kept := *resp
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return &kept
 	}
 	body := resp.Body
 	stop := time.AfterFunc(drainTimeout, func() { body.Close() })
-	_, _ = io.Copy(io.Discard, io.LimitReader(body, drainMax))
+	var buf bytes.Buffer
+	n, err := io.Copy(&buf, io.LimitReader(body, drainMax+1))
 	stop.Stop()
 	body.Close()
+	if err != nil || n > drainMax {
+		return nil
+	}
+	kept.Body = io.NopCloser(&buf)
+	return &kept
 }
 
 // closeBody closes a request body the base RoundTripper never received.

@@ -42,6 +42,15 @@ var (
 	ErrCostTooLarge = errors.New("throttle: cost too large")
 )
 
+// endsRetrying reports whether a retry refused with err ends retrying as
+// the server's answer would have (see Retry): its turn known to come after
+// the deadline or past MaxRetryAfter, or no room in the queue. The caller
+// gets the last response then. The context's end, Close, MaxElapsed passed
+// while it waited, and a Store's failure are errors of their own.
+func endsRetrying(err error) bool {
+	return errors.Is(err, ErrWouldExceedDeadline) || errors.Is(err, ErrPaused) || errors.Is(err, ErrQueueFull)
+}
+
 type deadlineError struct{}
 
 func (deadlineError) Error() string {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -549,4 +550,60 @@ func TestKeyPausesForTheServersWaitNotARequestsBackoff(t *testing.T) {
 		assert.Equal(t, time.Second, time.Since(start), "another request goes once the second has passed")
 		assert.GreaterOrEqual(t, <-done, time.Second, "the refused request waits its own backoff, at least the second")
 	})
+}
+
+// A retry refused at once, its turn known to come too late because another
+// request's answer paused the key (past the deadline, or past
+// MaxRetryAfter), ends retrying as the server's own answer would: the
+// caller gets the last response, its body whole, not an error (regression,
+// found in review: the 503 obtained was drained and lost, and the caller
+// got ErrWouldExceedDeadline or ErrPaused).
+func TestRetryRefusedAtOnceGivesTheLastResponse(t *testing.T) {
+	for _, tt := range []struct {
+		name, wait string // B's Retry-After
+	}{
+		{"past the deadline", "10"},
+		{"past MaxRetryAfter", "600"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var first atomic.Bool
+				first.Store(true)
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					switch {
+					case r.URL.Path == "/b":
+						return reply(r, http.StatusTooManyRequests, "Retry-After", tt.wait), nil
+					case first.CompareAndSwap(true, false):
+						resp := reply(r, http.StatusServiceUnavailable, "Retry-After", "1")
+						resp.Body = io.NopCloser(strings.NewReader("down for a second"))
+						return resp, nil
+					}
+					return reply(r, http.StatusOK), nil
+				}))
+				defer rt.Close()
+				type result struct {
+					resp *http.Response
+					err  error
+				}
+				done := make(chan result)
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					resp, err := rt.RoundTrip(newReq(t, ctx, http.MethodGet, "http://h.test/a"))
+					done <- result{resp, err}
+				}()
+				time.Sleep(100 * time.Millisecond) // A's 503 is in; its retry waits out a second
+				resp, err := rt.RoundTrip(newReq(t, throttle.With(context.Background(), throttle.NoRetry()), http.MethodGet, "http://h.test/b"))
+				require.NoError(t, err)
+				resp.Body.Close()
+				a := <-done
+				require.NoError(t, a.err, "a response was obtained")
+				defer a.resp.Body.Close()
+				assert.Equal(t, http.StatusServiceUnavailable, a.resp.StatusCode)
+				body, err := io.ReadAll(a.resp.Body)
+				require.NoError(t, err)
+				assert.Equal(t, "down for a second", string(body))
+			})
+		})
+	}
 }

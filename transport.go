@@ -20,7 +20,12 @@ import (
 //
 // It keeps the net/http contract: it never modifies the caller's request,
 // always closes the request body, and returns err == nil whenever it
-// obtained a response, whatever its status (after retries, the last one).
+// obtained a response, whatever its status (after retries, the last one,
+// also when a retry is refused at once: its turn known to come after the
+// deadline or MaxRetryAfter, or its queue full). A retry whose wait the
+// context ends, or Close, or that is still waiting when Retry.MaxElapsed
+// has passed, fails with that error: the last response's body was read
+// (4 KiB at most) and closed while it waited.
 type Transport struct {
 	base  http.RoundTripper
 	cfg   config
@@ -221,6 +226,7 @@ func (r *request) do() (*http.Response, error) {
 		}
 	}()
 	send, now, mono := r.req, r.arrived, r.mono
+	var kept *http.Response // the last response, its body read, while its retry is not yet sent
 	for attempt := 1; ; attempt++ {
 		unsent = send      // until the base has it
 		var last time.Time // a retry must be admitted by MaxElapsed
@@ -236,8 +242,18 @@ func (r *request) do() (*http.Response, error) {
 			closeBody(send)
 			r.count(err)
 			r.refused(attempt, err)
+			if kept != nil && endsRetrying(err) {
+				// A retry refused at once, its turn known to come too
+				// late (a pause another request began, past the
+				// deadline or MaxRetryAfter), or the queue full:
+				// retrying ends, and the caller gets the last response
+				// (regression, found in review: it got the refusal,
+				// the response lost).
+				return kept, nil
+			}
 			return nil, err
 		}
+		kept = nil
 		if r.t.cfg.events != nil {
 			r.admitted(attempt, &tk)
 		}
@@ -262,7 +278,7 @@ func (r *request) do() (*http.Response, error) {
 			inHand = nil
 			return resp, err
 		}
-		discard(resp)
+		kept = discard(resp)
 		inHand, pending = nil, next
 		r.retrying(attempt, resp, err, o.delay)
 		send, pending = next, nil
