@@ -140,9 +140,14 @@ func TestBadOptions(t *testing.T) {
 			}
 		})
 	}
-	for _, pattern := range []string{"", "*.", "*", "a.*.b", "*.example.com:80", "exa mple.com", ".example.com"} {
+	for _, pattern := range []string{"", "*.", "*", "a.*.b", "*.example.com:80", "exa mple.com", ".example.com",
+		// Found in review: these were taken, and the first two matched nothing.
+		"[::1", "::1]", "a..b", "a.com:99999", "a.com:0", "a.com:", "[::1]x", "[a.com]", "1::2::3", ":8080"} {
 		err := newPanic(throttle.WithHostPolicy(pattern, throttle.Policy{}))
 		assert.ErrorIs(t, err, throttle.ErrInvalidConfig, "pattern %q", pattern)
+	}
+	for _, pattern := range []string{"::1", "[::1]", "[::1]:8080", "localhost:8080", "10.0.0.1", "*.example.com", "api.example.com"} {
+		assert.NoError(t, newPanic(throttle.WithHostPolicy(pattern, throttle.Policy{})), "pattern %q", pattern)
 	}
 	// Distinct patterns are not duplicates: a port, a wildcard.
 	assert.NoError(t, newPanic(throttle.WithHostPolicy("h.test", throttle.Policy{}),

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -330,5 +331,67 @@ func TestShouldRetryHonoursRetryAfter(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// closeCount is a request body that counts its closes.
+type closeCount struct {
+	io.Reader
+	closed *atomic.Int32
+}
+
+func (b closeCount) Close() error { b.closed.Add(1); return nil }
+
+// A Prepare that replaces the body (to sign it anew) may read from the one
+// GetBody made, while the base sends: that one is closed with the new one,
+// by the base; one Prepare drops is closed at once (found in review: it
+// was never closed, a file's descriptor per retry); so is the body of a
+// retry Prepare fails (it was not either).
+func TestPrepareThatReplacesTheBodyClosesGetBodys(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		replace func(old io.Reader) io.ReadCloser
+		sent    string // the retry's body; "": Prepare fails, no retry
+	}{
+		{"wrapped", func(old io.Reader) io.ReadCloser {
+			return io.NopCloser(io.MultiReader(old, strings.NewReader("&sig=2")))
+		}, `{"a":1}&sig=2`},
+		{"dropped", func(io.Reader) io.ReadCloser { return http.NoBody }, "-"},
+		{"failed", nil, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base, log := answering(http.StatusServiceUnavailable)
+				var made []*atomic.Int32
+				rt := throttle.New(base, throttle.WithRetry(throttle.Retry{
+					Prepare: func(req *http.Request, attempt int) error {
+						if tt.replace == nil {
+							return errors.New("no signature to be had")
+						}
+						req.Body = tt.replace(req.Body)
+						return nil
+					}}))
+				req, err := http.NewRequest(http.MethodPut, "http://api.test/items", strings.NewReader(`{"a":1}`))
+				require.NoError(t, err)
+				req.GetBody = func() (io.ReadCloser, error) {
+					n := new(atomic.Int32)
+					made = append(made, n)
+					return closeCount{strings.NewReader(`{"a":1}`), n}, nil
+				}
+				resp, err := rt.RoundTrip(req)
+				require.NoError(t, err)
+				resp.Body.Close()
+				if tt.sent == "" {
+					assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "the last answer")
+					assert.Len(t, log(), 1)
+				} else {
+					assert.Equal(t, http.StatusOK, resp.StatusCode)
+					require.Len(t, log(), 2)
+					assert.Equal(t, strings.TrimPrefix(tt.sent, "-"), log()[1].body, "the base sent Prepare's body")
+				}
+				require.Len(t, made, 1)
+				assert.EqualValues(t, 1, made[0].Load(), "GetBody's body closed")
+			})
+		})
 	}
 }

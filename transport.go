@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -548,26 +549,53 @@ func (r *request) next(attempt int, o *outcome) (*http.Request, string) {
 // prepared returns the request of retry number attempt as Retry.Prepare
 // makes it from a copy of the caller's, or why not. Should Prepare panic,
 // the copy's body is closed before the panic goes on.
-func (r *request) prepared(attempt int) (next *http.Request, why string) {
-	next = r.req.Clone(r.ctx)
+func (r *request) prepared(attempt int) (*http.Request, string) {
+	next := r.req.Clone(r.ctx)
+	var body io.ReadCloser // GetBody's
 	if r.req.Body != nil && r.req.Body != http.NoBody {
-		body, err := r.req.GetBody()
-		if err != nil {
+		var err error
+		if body, err = r.req.GetBody(); err != nil {
 			return nil, "GetBody: " + err.Error()
 		}
 		next.Body = body
 	}
 	ok := false
 	defer func() {
-		if !ok {
+		if !ok { // Prepare failed or panicked: neither body is sent
 			closeBody(next)
+			if body != nil && next.Body != body {
+				body.Close()
+			}
 		}
 	}()
 	if err := r.t.cfg.retry.Prepare(next, attempt); err != nil {
 		return nil, "Retry.Prepare: " + err.Error()
 	}
 	ok = true
+	if body != nil && next.Body != body {
+		// Prepare replaced the body (a new signature over it): the one
+		// GetBody made is closed with the new one, once the base is done
+		// with it, for it may read from it (found in review: it was
+		// never closed, a file's descriptor per retry).
+		if next.Body == nil || next.Body == http.NoBody {
+			body.Close()
+		} else {
+			next.Body = &alsoCloses{next.Body, body}
+		}
+	}
 	return next, ""
+}
+
+// alsoCloses is a request body that closes another with it.
+type alsoCloses struct {
+	io.ReadCloser
+	other io.Closer
+}
+
+func (b *alsoCloses) Close() error {
+	err := b.ReadCloser.Close()
+	b.other.Close()
+	return err
 }
 
 // earliest is the earliest a retry delayed by delay from now can go: after

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -124,6 +126,45 @@ func validPattern(pattern string) string {
 		return fmt.Sprintf("WithHostPolicy(%q): want a hostname or *.domain", pattern)
 	case wild && strings.Contains(rest, ":"):
 		return fmt.Sprintf("WithHostPolicy(%q): a wildcard pattern takes no port", pattern)
+	case strings.Contains(rest, ".."):
+		return fmt.Sprintf("WithHostPolicy(%q): want a hostname or *.domain (an empty label)", pattern)
+	}
+	// Found in review: "[::1" and "::1]" were taken, and matched nothing.
+	host, port := rest, ""
+	switch {
+	case strings.HasPrefix(rest, "["):
+		end := strings.Index(rest, "]")
+		if end < 0 {
+			return fmt.Sprintf("WithHostPolicy(%q): an IPv6 address's '[' without its ']'", pattern)
+		}
+		host, port = rest[1:end], rest[end+1:]
+		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() {
+			return fmt.Sprintf("WithHostPolicy(%q): want an IPv6 address within the brackets", pattern)
+		}
+		if port != "" && !strings.HasPrefix(port, ":") {
+			return fmt.Sprintf("WithHostPolicy(%q): want a ':port' after the brackets", pattern)
+		}
+		port = strings.TrimPrefix(port, ":")
+	case strings.ContainsAny(rest, "[]"):
+		return fmt.Sprintf("WithHostPolicy(%q): a bracket out of place", pattern)
+	case strings.Count(rest, ":") > 1:
+		if a, err := netip.ParseAddr(rest); err != nil || !a.Is6() {
+			return fmt.Sprintf("WithHostPolicy(%q): not an IPv6 address (with a port, write \"[addr]:port\")", pattern)
+		}
+		return ""
+	default:
+		host, port, _ = strings.Cut(rest, ":")
+		if strings.Contains(rest, ":") && port == "" {
+			return fmt.Sprintf("WithHostPolicy(%q): an empty port", pattern)
+		}
+	}
+	if port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '+' {
+			return fmt.Sprintf("WithHostPolicy(%q): port %q: want 1 to 65535", pattern, port)
+		}
+	}
+	if host == "" {
+		return fmt.Sprintf("WithHostPolicy(%q): want a hostname or *.domain", pattern)
 	}
 	return ""
 }
