@@ -274,7 +274,7 @@ func (r *request) do() (*http.Response, error) {
 		if why != "" {
 			r.gaveUp(attempt, resp, err, why)
 			if err != nil {
-				err = &triesError{fmt.Sprintf("throttle: key %q: gave up after %d attempts (%s)", r.ks.name(), attempt, why), err}
+				err = &triesError{fmt.Sprintf("throttle: key %q: gave up after %s (%s)", r.ks.name(), attempts(attempt), why), err}
 			}
 			inHand = nil
 			return resp, err
@@ -508,13 +508,21 @@ func (r *request) retryable(resp *http.Response, err error, h *hint) bool {
 	return h.throttled() || retryableStatus(resp.StatusCode) && idempotent(r.req)
 }
 
+// attempts says n attempts, in English.
+func attempts(n int) string {
+	if n == 1 {
+		return "1 attempt"
+	}
+	return fmt.Sprintf("%d attempts", n)
+}
+
 // next returns the request to send for the next attempt, or why not.
 func (r *request) next(attempt int, o *outcome) (*http.Request, string) {
 	cfg := &r.t.cfg.retry
 	h, now := &o.h, o.now
 	deadline, hasDeadline := r.ctx.Deadline()
 	if attempt >= cfg.MaxAttempts {
-		return nil, fmt.Sprintf("%d attempts", attempt)
+		return nil, attempts(attempt)
 	}
 	if o.stop {
 		return nil, "the backoff of Retry.NewBackOff said stop"
