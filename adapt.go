@@ -20,7 +20,11 @@ import (
 //     over that time, are a rate the server surely bears. They are evidence
 //     once counted over at least a second and ten Bursts' worth of the pace,
 //     while the key sent at its pace. When they show less than 0.9 of the
-//     pace, the quota is proven lower: the pace, and its ceiling, go there.
+//     pace, and the server refused more than a tenth of the answers to
+//     what the key sent since (a pace climbing back after a cut sent less
+//     than it is now, and refusals at random take a share whatever the
+//     pace: neither proves anything), the quota is proven lower: the pace,
+//     and its ceiling, go there.
 //  2. Did not help. A cut by a tenth or more is a test: when the next
 //     episode comes at a pace no faster, after no more than 1.1 times the
 //     answers accepted before that cut, slowing down changed nothing. Twice
@@ -164,6 +168,19 @@ func (e *evidence) accepting(now time.Duration, p rate.Limit, burst int, admitte
 	return rate.Limit(float64(max(e.spanOK-burst, 0)) / span), true
 }
 
+// refusedMuch reports whether the server refused more than a tenth of the
+// answers to what the key sent since the count began (admitted of its
+// admissions so far, sending of them still on their way): only then do
+// its answers prove the quota below the pace. A pace that climbed back
+// during the span sent less than it is now, and refusals at random take a
+// share whatever the pace (found in review: with one request in a hundred
+// refused at random, a configured pace climbing back after a cut was
+// "proven" lower again and again, to a third of its quota).
+func (e *evidence) refusedMuch(admitted uint64, sending int32) bool {
+	answered := int64(admitted-e.spanAdm) - int64(sending)
+	return float64(e.spanOK) < provenShare*float64(answered)
+}
+
 // slow reacts to a quota signal for the attempt tk, answered at now (at
 // from the epoch): once
 // per episode, it cuts the pace and the windows near their limit, or learns
@@ -193,7 +210,7 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 		ks.relearn(now, at, p, wait) // learn.go
 		return
 	}
-	if got, ok := ev.accepting(at, p, ks.pol.Burst, ks.admitted); ok && got < p*provenShare {
+	if got, ok := ev.accepting(at, p, ks.pol.Burst, ks.admitted); ok && got < p*provenShare && ev.refusedMuch(ks.admitted, ks.sending) {
 		ks.setPace(now, at, got, max(got, ks.pol.Rate*slowestShare)) // 1: proven lower
 		return
 	}

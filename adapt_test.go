@@ -65,7 +65,11 @@ func TestPaceAboveQuotaSettles(t *testing.T) {
 		assert.EqualValues(t, 1000, st.Accepted)
 		assert.LessOrEqual(t, float64(st.Requests)/1000, 1.05)
 		assert.Less(t, took, 12*time.Second, "within 1.2x the ideal 9.9s")
-		assert.LessOrEqual(t, st.Throttled, int64(2), "one cut of the rate settles it")
+		// One cut of the rate settles it; the refusal is a collision (a
+		// wait of a second, refusals rare), which does not pause the key
+		// to refill the server's bucket, so the cut pace, at the quota,
+		// may collide once or twice more.
+		assert.LessOrEqual(t, st.Throttled, int64(3), "one cut of the rate settles it")
 	})
 }
 

@@ -347,7 +347,7 @@ func TestCostHookPanics(t *testing.T) {
 			sent = append(sent, time.Since(start))
 			calls++
 			if calls == 1 {
-				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "3"), nil
 			}
 			resp := reply(r, http.StatusOK)
 			resp.Body = body
@@ -361,10 +361,11 @@ func TestCostHookPanics(t *testing.T) {
 				return 0, false
 			}))
 		defer rt.Close()
-		// A 429 pauses the key for a second; the first request after it
-		// is the probe, whose hook panics.
+		// A 429 that asks for 3 s pauses the key (a shorter one would be
+		// a collision); the first request after it is the probe, whose
+		// hook panics.
 		require.NoError(t, doCtx(t, throttle.With(context.Background(), throttle.NoRetry()), rt, "http://api.test/x"))
-		time.Sleep(time.Second)
+		time.Sleep(3 * time.Second)
 		req := newReq(t, throttle.With(context.Background(), throttle.Cost(4)), http.MethodGet, "http://api.test/boom")
 		assert.PanicsWithValue(t, "cost", func() { _, _ = rt.RoundTrip(req) })
 		assert.Equal(t, 1, body.closed, "the response is closed")
@@ -378,7 +379,7 @@ func TestCostHookPanics(t *testing.T) {
 		// 429 cut to 8/s.)
 		at, err := costly(t, rt, start, "http://api.test/y", 1)
 		require.NoError(t, err)
-		assert.Equal(t, time.Second+ms(125), at)
+		assert.Equal(t, 3*time.Second+ms(125), at)
 	})
 }
 

@@ -55,8 +55,8 @@ func TestEventsSayWhichRequest(t *testing.T) {
 		n := 0
 		base := rtFunc(func(req *http.Request) (*http.Response, error) {
 			n++
-			if n == 1 {
-				return reply(req, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			if n == 1 { // a wait over 2 s: the quota spent, not a collision; the key pauses
+				return reply(req, http.StatusTooManyRequests, "Retry-After", "3"), nil
 			}
 			return reply(req, http.StatusOK), nil
 		})

@@ -170,8 +170,8 @@ func TestLateThrottledAnswerDoesNotCutAgain(t *testing.T) {
 		time.Sleep(3 * time.Second) // /slow's 429 came at 3s, after the pause
 		st := rt.Stats().Keys["e.test"]
 		assert.EqualValues(t, 2, st.Throttled)
-		assert.EqualValues(t, 2, st.Pauses, "the late 429 still pauses the key")
-		assert.EqualValues(t, 80, st.Rate, "but does not cut it again")
+		assert.Zero(t, st.Pauses, "collisions (a second asked, refusals rare): neither pauses the key")
+		assert.GreaterOrEqual(t, float64(st.Rate), 80.0, "the late 429 does not cut it again (it climbed back since)")
 		wg.Wait()
 	})
 }
@@ -190,11 +190,11 @@ func TestCutPaceClimbsBackWithinSeconds(t *testing.T) {
 		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 1}))
 		defer rt.Close()
 		start := time.Now()
-		require.NoError(t, do(t, rt, "http://c.test/")) // 429, a 1s pause, the probe at 1s
+		require.NoError(t, do(t, rt, "http://c.test/")) // 429, a collision: the key goes on at 80, the retry after 1s
 		want := []struct {
 			at   time.Duration
 			rate rate.Limit
-		}{{ms(1500), 80}, {ms(2500), 90}, {ms(3500), 100}, {ms(10000), 100}}
+		}{{ms(1500), 90}, {ms(2500), 100}, {ms(10000), 100}}
 		for _, w := range want {
 			for time.Since(start) < w.at {
 				require.NoError(t, do(t, rt, "http://c.test/"))
@@ -327,14 +327,14 @@ func TestPolicyFarAboveTheQuotaIsCutDown(t *testing.T) {
 }
 
 // A quota proven lower than the configured pace becomes its ceiling: 25%
-// too fast, the key settles at the quota after two collisions and stays.
+// too fast, the key settles at the quota after a few collisions and stays.
 func TestQuotaProvenLowerBecomesTheCeiling(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api, base := quotaAPI() // 100/s, burst 10
 		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 125, Burst: 10}))
 		defer rt.Close()
 		job(t, rt, 3000)
-		assert.LessOrEqual(t, api.Stats().Total.Throttled, int64(3))
+		assert.LessOrEqual(t, api.Stats().Total.Throttled, int64(5))
 		assert.InDelta(t, 100, float64(keyRate(rt, "api.test")), 5)
 	})
 }
@@ -521,5 +521,62 @@ func throttledOnceThenHanging(t *testing.T, hang func(*http.Request, *http.Respo
 			}
 		}
 		return resp, err
+	})
+}
+
+// A lone 429 that asks for a second, to a configured pace, is a
+// collision: the refused request waits its Retry-After, the pace is cut
+// once and climbs back, and the rest of the key goes on; it does not pause
+// the whole key (found in review: each one paused it a second, and with
+// the probe and the ramp after, cost about 1.5 s of the key's time).
+func TestCollisionDoesNotPauseAConfiguredPace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var first atomic.Bool
+		var sent atomic.Int64
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			sent.Add(1)
+			time.Sleep(ms(10))
+			if r.URL.Path == "/a" && first.CompareAndSwap(false, true) {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		}), throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
+		defer rt.Close()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			assert.NoError(t, do(t, rt, "http://c.test/a")) // refused, retried after its second
+		}()
+		time.Sleep(ms(20)) // the 429 is in
+		start := time.Now()
+		for range 50 {
+			require.NoError(t, do(t, rt, "http://c.test/b"))
+		}
+		took := time.Since(start)
+		<-done
+		st := rt.Stats().Keys["c.test"]
+		assert.EqualValues(t, 1, st.Throttled)
+		assert.Zero(t, st.Pauses, "the key did not pause")
+		assert.Less(t, took, 900*time.Millisecond, "50 requests went on at the cut pace, before the refused one's second was over")
+	})
+}
+
+// A configured pace a third over the quota finds it without pausing for
+// each collision nor taking a pace climbing back after a cut for proof of
+// a lower quota: the server refusing a tenth of what the key sent proves
+// it; fewer refusals are collisions (found in review: the key sent at
+// 0.87 of the ideal, 1.15x).
+func TestPaceAboveQuotaFindsItQuickly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{
+			{Algorithm: throttletest.TokenBucket, Rate: 70, Burst: 5}}}, 0))
+		rt := throttle.New(api, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
+		defer rt.Close()
+		took := job(t, rt, 2000)
+		ideal := 1995 * time.Second / 70
+		refused := api.Stats().Total.Throttled
+		t.Logf("took %v (%.3fx the ideal), %d refused", took, took.Seconds()/ideal.Seconds(), refused)
+		assert.LessOrEqual(t, took.Seconds(), 1.08*ideal.Seconds())
+		assert.LessOrEqual(t, refused, int64(10))
 	})
 }

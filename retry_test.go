@@ -458,9 +458,10 @@ func TestMaxElapsedCountsTheKeysWait(t *testing.T) {
 }
 
 // A 429 that states no wait (no Retry-After, no quota headers) is taken to
-// ask for a second: its retry, and the rest of its key, wait that long, not
-// a backoff of a fraction of one that a window still spent would refuse
-// again. A 503 without Retry-After keeps its backoff.
+// ask for a second: its retry, and the rest of its key (paced by a window
+// here: to a pace alone, one such refusal is a collision), wait that long,
+// not a backoff of a fraction of one that a window still spent would
+// refuse again. A 503 without Retry-After keeps its backoff.
 func TestQuotaRefusalWithoutAWaitAsksASecond(t *testing.T) {
 	for _, tt := range []struct {
 		status int
@@ -485,7 +486,8 @@ func TestQuotaRefusalWithoutAWaitAsksASecond(t *testing.T) {
 				})
 				var paused []time.Duration
 				start := time.Now()
-				rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 10}),
+				rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 10,
+					Windows: []throttle.Window{{N: 1000, Per: time.Minute}}}),
 					throttle.WithEvents(func(e throttle.Event) {
 						if e.Kind == throttle.EventPaused {
 							paused = append(paused, e.Until.Sub(start))
@@ -521,7 +523,7 @@ func TestKeyPausesForTheServersWaitNotARequestsBackoff(t *testing.T) {
 			defer mu.Unlock()
 			n++
 			if r.URL.Path == "/a" && n == 1 {
-				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "3"), nil
 			}
 			return reply(r, http.StatusOK), nil
 		})
@@ -542,13 +544,13 @@ func TestKeyPausesForTheServersWaitNotARequestsBackoff(t *testing.T) {
 			done <- time.Since(start)
 		}()
 		synctest.Wait()
-		assert.Equal(t, []time.Duration{time.Second}, paused, "the key paused for the second asked")
-		time.Sleep(time.Second)
+		assert.Equal(t, []time.Duration{3 * time.Second}, paused, "the key paused for the 3 s asked")
+		time.Sleep(3 * time.Second)
 		code, err := status(t, rt, http.MethodGet, "http://api.test/b")
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusOK, code)
-		assert.Equal(t, time.Second, time.Since(start), "another request goes once the second has passed")
-		assert.GreaterOrEqual(t, <-done, time.Second, "the refused request waits its own backoff, at least the second")
+		assert.Equal(t, 3*time.Second, time.Since(start), "another request goes once the 3 s have passed")
+		assert.GreaterOrEqual(t, <-done, 3*time.Second, "the refused request waits its own backoff, at least the 3 s")
 	})
 }
 
