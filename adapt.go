@@ -288,22 +288,29 @@ func (w *windowLog) cut(sent, now time.Duration) {
 	w.movedAt = now
 }
 
+// paceAdapted is EventPace's Reason for a configured pace that 429s cut,
+// or that climbs back.
+const paceAdapted = "policy, adapted to 429s"
+
 // climb raises what was cut, after a quiet spell: called with each accepted
 // answer, at now (at from the epoch). A learned pace grows only while it holds requests back (otherwise
 // raising it would prove nothing). A key never refused has nothing to raise.
-func (ks *keyState) climb(now time.Time, at time.Duration) {
+// It reports whether a configured pace rose.
+func (ks *keyState) climb(now time.Time, at time.Duration) bool {
 	if ks.tr == nil {
-		return
+		return false
 	}
 	a := &ks.tr.adapt
 	if ks.learned() {
 		ks.climbLearned(now, at) // learn.go
-		return
+		return false
 	}
 	ks.climbWindows(at)
 	if at-a.quietAt >= climbEvery && ks.lim != nil && ks.climbPace(now, at) {
 		a.quietAt, a.adjusted = at, at
+		return true
 	}
+	return false
 }
 
 // climbPace raises a configured pace toward its ceiling, and the ceiling

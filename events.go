@@ -36,7 +36,8 @@ const (
 	// holds the key; Event.Rate is 0), or "learned from 429s" (a key with
 	// no Policy.Rate and no quota headers that was refused; Event.Rate is
 	// the pace learned, sent when first learned and when it moves by a
-	// tenth).
+	// tenth), or "policy, adapted to 429s" (Policy.Rate cut by refusals,
+	// or climbing back; Event.Rate is the pace now, sent at each move).
 	EventPace
 	// EventStore: the Store set by WithStore could not be reached, and
 	// booked departures alone (Event.Err says why; see redisstore's

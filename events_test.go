@@ -86,9 +86,11 @@ func TestEventsSayWhichRequest(t *testing.T) {
 				assert.NotContains(t, e.URL+logged, secret)
 			}
 		}
-		assert.Equal(t, []throttle.EventKind{throttle.EventAnswered, throttle.EventThrottled, throttle.EventPaused,
+		assert.Equal(t, []throttle.EventKind{throttle.EventAnswered, throttle.EventThrottled, throttle.EventPace, throttle.EventPaused,
 			throttle.EventRetry, throttle.EventWaited, throttle.EventAnswered}, kinds)
-		assert.Equal(t, 2, events[4].Attempt, "the retry waited")
+		assert.Equal(t, "policy, adapted to 429s", events[2].Reason)
+		assert.EqualValues(t, 8, events[2].Rate, "the pace cut to 0.8 of 10")
+		assert.Equal(t, 2, events[5].Attempt, "the retry waited")
 	})
 }
 

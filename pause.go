@@ -193,7 +193,9 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 	if ok {
 		ks.accept(tk)
 		if ks.tr != nil { // a key never in trouble has nothing to raise, no ramp
-			ks.climb(now, at)
+			if ks.climb(now, at) && ls.paceWhy == "" {
+				ls.pace, ls.paceWhy = ks.pace(), paceAdapted
+			}
 			if !tk.probe {
 				ks.widenRamp()
 			}
@@ -209,6 +211,9 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		ls.pace, ls.paceWhy = pace, why
 		if p := ks.pace(); p < was && !ks.learned() {
 			ls.cut = p
+			if ls.paceWhy == "" {
+				ls.pace, ls.paceWhy = p, paceAdapted
+			}
 		}
 	case failed && (outage || ks.health.outage):
 		// The key comes back when the server says; the failed request's own

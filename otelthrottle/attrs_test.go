@@ -91,7 +91,7 @@ func keyedJob(t *testing.T, opts ...otelthrottle.Option) map[string]map[string]s
 			}
 			if !throttled {
 				throttled = true
-				return reply(req, http.StatusTooManyRequests, "Retry-After", "1"), nil
+				return reply(req, http.StatusTooManyRequests, "Retry-After", "3"), nil // a pause, not a collision
 			}
 			return reply(req, http.StatusOK), nil
 		})

@@ -138,7 +138,7 @@ func TestMetricsOfAThrottledJob(t *testing.T) {
 			case "/limited":
 				if !throttled {
 					throttled = true
-					return reply(req, http.StatusTooManyRequests, "Retry-After", "2"), nil
+					return reply(req, http.StatusTooManyRequests, "Retry-After", "3"), nil
 				}
 			}
 			return reply(req, http.StatusOK), nil
@@ -167,8 +167,9 @@ func TestMetricsOfAThrottledJob(t *testing.T) {
 		wg.Wait() // the queued one goes at 1s
 
 		// At 2s (the queue's next turn: a wait of 1s), a 429 with
-		// Retry-After: 2 pauses the key; a request with 100ms left is
-		// refused at once meanwhile; the retry goes at 4s.
+		// Retry-After: 3 pauses the key (a wait of 2 s or less would be a
+		// collision, which pauses nothing); a request with 100ms left is
+		// refused at once meanwhile; the retry goes at 5s.
 		wg.Go(func() {
 			code, err := get(context.Background(), t, rt, http.MethodGet, "https://api.test/limited")
 			assert.NoError(t, err)
@@ -195,7 +196,7 @@ func TestMetricsOfAThrottledJob(t *testing.T) {
 			},
 			"throttle.wait.duration": {
 				"http.request.method=GET," + srv + ",throttle.limit=queue": "n=2 sum=2", // /queued and /limited, 1s each
-				"http.request.method=GET," + srv + ",throttle.limit=pause": "n=1 sum=2", // the retry
+				"http.request.method=GET," + srv + ",throttle.limit=pause": "n=1 sum=3", // the retry
 			},
 			"throttle.requests.waiting":   {"": "0"},
 			"throttle.requests.in_flight": {"": "0"},
