@@ -202,8 +202,10 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 		}
 	}()
 	waitingFor := holder{limit: LimitLine} // what it waits for: behind others, in the line
+	var until time.Time                    // when that ends, if known
 	for {
 		var sleep time.Duration = -1 // until woken
+		until = time.Time{}
 		if ks.head == w {
 			mono := t.since(now)
 			if pl.cost > 1 { // its Policy may have been replaced (swap.go)
@@ -261,7 +263,7 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 				return werr
 			}
 			if !at.Equal(never) {
-				sleep = at.Sub(now)
+				sleep, until = at.Sub(now), at
 			}
 		}
 		if !last.IsZero() && (sleep < 0 || now.Add(sleep).After(last)) {
@@ -278,7 +280,7 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 		if err != nil {
 			ks.remove(w)
 			ks.mu.Unlock()
-			return fail(waitingFor, time.Time{}, err)
+			return fail(waitingFor, until, err) // (found in review: Until was zero when it was known)
 		}
 	}
 }

@@ -177,6 +177,7 @@ func TestCancelReturnsPromptly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := throttle.New(newRecorder(), throttle.WithPolicy(throttle.Policy{Rate: 0.01, Burst: 1}))
 		defer rt.Close()
+		first := time.Now()
 		require.NoError(t, do(t, rt, "http://c.test/"))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
@@ -187,7 +188,11 @@ func TestCancelReturnsPromptly(t *testing.T) {
 		err := <-done
 		assert.Zero(t, time.Since(start))
 		require.ErrorIs(t, err, context.Canceled)
-		assert.Contains(t, err.Error(), `key "c.test": rate: context canceled`, "says which limit held it")
+		assert.Contains(t, err.Error(), `key "c.test": rate until `, "says which limit held it")
+		assert.Contains(t, err.Error(), `: context canceled`)
+		var we *throttle.WaitError
+		require.ErrorAs(t, err, &we)
+		assert.Equal(t, first.Add(100*time.Second), we.Until, "and when it would have ended (found in review: zero)")
 	})
 }
 
@@ -336,7 +341,7 @@ func TestRetryWaitErrorSaysEachThingOnce(t *testing.T) {
 		time.AfterFunc(5*time.Second, cancel)
 		err := doCtx(t, ctx, rt, "http://h.test/")
 		require.ErrorIs(t, err, context.Canceled)
-		assert.Equal(t, `throttle: key "h.test": attempt 2: pause: context canceled`, err.Error())
+		assert.Equal(t, `throttle: key "h.test": attempt 2: pause until 2000-01-01T00:00:10Z: context canceled`, err.Error())
 		var we *throttle.WaitError
 		require.ErrorAs(t, err, &we)
 		assert.Equal(t, throttle.LimitPause, we.Limit)
