@@ -699,10 +699,9 @@ func TestLearnedPaceGrowsOnlyWhenReached(t *testing.T) {
 func TestLearnedPaceCarriesOverALateTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
-		n := 0
+		var n atomic.Int64 // (the last two requests go together)
 		base := rtFunc(func(r *http.Request) (*http.Response, error) {
-			n++
-			if n == 20 {
+			if n.Add(1) == 20 {
 				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
 			}
 			return rec.RoundTrip(r)
