@@ -115,6 +115,16 @@ func (a *API) arrivalDelay() time.Duration {
 	return time.Duration(a.rng.Int64N(int64(a.cfg.ArrivalJitter)))
 }
 
+// refuseAtRandom draws whether a request is one of Config.Refused.
+func (a *API) refuseAtRandom() bool {
+	if a.cfg.Refused == 0 {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.rng.Float64() < a.cfg.Refused
+}
+
 // draw returns the random part of one admitted request: its delay and whether it
 // gets 503.
 func (a *API) draw() (delay time.Duration, down bool) {

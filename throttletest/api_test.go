@@ -2,6 +2,7 @@ package throttletest_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -79,6 +80,36 @@ func TestUnavailableShareIsSeeded(t *testing.T) {
 	r := get(t, throttletest.NewAPI(cfg), "k")
 	assert.Equal(t, http.StatusServiceUnavailable, r.code)
 	assert.Equal(t, "3", r.header.Get("Retry-After"))
+}
+
+// Refused answers a share of requests 429 at random, seeded, with a
+// Retry-After of a second, before the quotas see them: they spend none.
+func TestRefusedShareIsSeededAndSpendsNoQuota(t *testing.T) {
+	cfg := throttletest.Config{Refused: 0.25, Seed: 7, XRateLimit: true, HeadersOnSuccess: true,
+		Limits: []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: 1000, Per: time.Hour}}}
+	api := throttletest.NewAPI(cfg)
+	var codes []int
+	remaining := ""
+	for range 400 {
+		r := get(t, api, "k")
+		codes = append(codes, r.code)
+		switch r.code {
+		case http.StatusTooManyRequests:
+			assert.Equal(t, "1", r.header.Get("Retry-After"))
+		case http.StatusOK:
+			remaining = r.header.Get("X-RateLimit-Remaining")
+		}
+	}
+	s := api.Stats().Total
+	assert.InDelta(t, 100, s.Throttled, 30, "about a quarter")
+	assert.Equal(t, int64(400), s.Throttled+s.Accepted)
+	assert.Equal(t, fmt.Sprint(1000-s.Accepted), remaining, "the quota counted the accepted alone")
+	var again []int
+	other := throttletest.NewAPI(cfg)
+	for range 400 {
+		again = append(again, get(t, other, "k").code)
+	}
+	assert.Equal(t, codes, again, "same seed, same answers")
 }
 
 func TestLatencyDelaysWithinItsRange(t *testing.T) {

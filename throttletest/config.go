@@ -181,6 +181,13 @@ type Config struct {
 	// second.
 	UnavailableRetryAfter time.Duration
 
+	// Refused is the share, from 0 to 1, of requests answered 429 at random, with a
+	// Retry-After of a second in the form RetryAfter says, before the quotas see
+	// them: a gateway's refusals that no pace causes and no pace avoids (a
+	// collision with another tenant, an edge's hiccup). They count in Stats as
+	// throttled and against no quota. Zero means none.
+	Refused float64
+
 	// Outages are spans of time in which the backend is down (see Outage): a request
 	// that arrives during one, after its ArrivalJitter, is answered 503 at once,
 	// without Latency, with the outage's Retry-After. It is counted in Stats as
@@ -190,7 +197,7 @@ type Config struct {
 	// means none.
 	Outages []Outage
 
-	// Seed seeds every random draw (ArrivalJitter, Unavailable, LatencyJitter): the
+	// Seed seeds every random draw (ArrivalJitter, Refused, Unavailable, LatencyJitter): the
 	// same Seed and the same sequence of requests give the same answers. Zero is a
 	// seed like any other.
 	Seed int64
@@ -233,6 +240,9 @@ func (c Config) validate() {
 	}
 	if c.Unavailable < 0 || c.Unavailable > 1 {
 		panic("throttletest: Unavailable must be within [0, 1]")
+	}
+	if !(c.Refused >= 0 && c.Refused <= 1) {
+		panic("throttletest: Refused must be within [0, 1]")
 	}
 	if c.ArrivalJitter < 0 || c.Latency < 0 || c.LatencyJitter < 0 || c.UnavailableRetryAfter < 0 {
 		panic("throttletest: durations must be >= 0")

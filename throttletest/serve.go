@@ -92,6 +92,12 @@ func (a *API) serve(r *http.Request) (reply, error) {
 		a.stats.record(key, unauthorized, false, n, time.Time{})
 		return newReply(http.StatusUnauthorized, "missing API key"), nil
 	}
+	if a.refuseAtRandom() {
+		a.stats.record(key, throttled, false, n, time.Time{})
+		rep := newReply(http.StatusTooManyRequests, "refused")
+		rep.setRetryAfter(a.cfg.RetryAfter, now, time.Second)
+		return rep, nil
+	}
 	return a.answer(r.Context(), key, n, now)
 }
 

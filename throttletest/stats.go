@@ -11,7 +11,7 @@ import (
 type Counts struct {
 	Requests     int64 `json:"requests"`     // every request but GET /__stats
 	Accepted     int64 `json:"accepted"`     // answered 200
-	Throttled    int64 `json:"throttled"`    // answered 429 by a quota
+	Throttled    int64 `json:"throttled"`    // answered 429 by a quota, or at random (Config.Refused)
 	Unavailable  int64 `json:"unavailable"`  // answered 503 by the Unavailable share
 	Outage       int64 `json:"outage"`       // answered 503: arrived during an Outage
 	Unauthorized int64 `json:"unauthorized"` // answered 401: no API key

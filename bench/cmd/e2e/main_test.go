@@ -66,10 +66,10 @@ func TestPolicyScale(t *testing.T) {
 
 func TestPick(t *testing.T) {
 	for filter, want := range map[string]int{
-		"":             56,
+		"":             57,
 		"bucket,date":  4,
 		"seconds,date": 6, // the quiet six
-		"noisy":        5,
+		"noisy":        6,
 		"jitter":       2,
 		"bucket":       2,
 		"fixed":        3,
@@ -112,7 +112,7 @@ func TestNoisyScenarios(t *testing.T) {
 		if rs := sc.defaultRows(all); len(rs) != 2 || rs[0].id != 1 || rs[1].id != 6 {
 			t.Errorf("%s: rows %v, want 1 and 6", sc.name, rs)
 		}
-		if n := sc.config(2000, 0); n.ArrivalJitter == 0 && n.Unavailable == 0 && len(n.Outages) == 0 {
+		if n := sc.config(2000, 0); n.ArrivalJitter == 0 && n.Unavailable == 0 && n.Refused == 0 && len(n.Outages) == 0 {
 			t.Errorf("%s: a server without noise", sc.name)
 		}
 	}

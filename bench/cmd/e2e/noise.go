@@ -17,6 +17,7 @@ type noise struct {
 	unavailable           float64       // share of admitted requests answered 503
 	unavailableRetryAfter time.Duration // with those 503s
 	arrivalJitter         time.Duration // a random delay in [0, arrivalJitter) before the quota counts a request
+	refused               float64       // share of requests answered 429 at random (Retry-After: 1), counted by no quota
 	outage                time.Duration // > 0: every answer 503 for this long, from half the ideal time
 	outageRetryAfter      time.Duration // with the outage's 503s
 }
@@ -28,6 +29,7 @@ func (n noise) apply(cfg *throttletest.Config, ideal time.Duration) {
 	cfg.Unavailable = n.unavailable
 	cfg.UnavailableRetryAfter = n.unavailableRetryAfter
 	cfg.ArrivalJitter = n.arrivalJitter
+	cfg.Refused = n.refused
 	if n.outage > 0 {
 		cfg.Outages = []throttletest.Outage{{
 			Start: outageStart(ideal), Duration: n.outage, RetryAfter: n.outageRetryAfter,
@@ -52,6 +54,9 @@ func (n noise) String() string {
 	}
 	if n.arrivalJitter > 0 {
 		parts = append(parts, "arrival jitter 0–"+n.arrivalJitter.String())
+	}
+	if n.refused > 0 {
+		parts = append(parts, fmt.Sprintf("%g%% answered 429 at random (Retry-After 1s, no quota spent)", n.refused*100))
 	}
 	if n.outage > 0 {
 		parts = append(parts, fmt.Sprintf("every answer 503 for %s from half the ideal time (Retry-After %s)", n.outage, n.outageRetryAfter))
@@ -81,6 +86,14 @@ func noisyScenarios() []scenario {
 			name: "noisy-jitter", set: noisySet, quota: bucket, rows: pair,
 			noise:   noise{arrivalJitter: 20 * time.Millisecond},
 			targets: []target{everyRecord(), wallOverIdeal(1.05), throttledShare(0.002)},
+		},
+		{
+			// Refusals no pace causes (a gateway's, another tenant's
+			// collision): each is news about nothing, and the pace must
+			// not sink under them.
+			name: "noisy-429", set: noisySet, quota: bucket, rows: pair,
+			noise:   noise{refused: 0.01},
+			targets: []target{everyRecord(), wallOverIdeal(1.15), wallVsPeer()},
 		},
 		{
 			name: "noisy-outage", set: noisySet, quota: bucket, rows: pair,
