@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"go.uber.org/goleak"
 
 	"github.com/throttlehttp/throttle"
@@ -137,3 +138,16 @@ var (
 	quotaWindow = throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}
 	quotaLog    = throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}
 )
+
+// windowJobHolds runs 4,000 records through rt against api, a window of
+// 100 a second (quotaWindow), and checks that the job took 1.1x its ideal
+// at most, with 30 requests refused at most.
+func windowJobHolds(t *testing.T, rt http.RoundTripper, api *throttletest.API) {
+	t.Helper()
+	took := job(t, rt, 4000)
+	ideal := 39 * time.Second // (4,000 - 100) / 100
+	refused := api.Stats().Total.Throttled
+	t.Logf("took %v (%.3fx the ideal), %d refused", took, took.Seconds()/ideal.Seconds(), refused)
+	assert.LessOrEqual(t, took.Seconds(), 1.1*ideal.Seconds(), "within 1.1x the ideal")
+	assert.LessOrEqual(t, refused, int64(30))
+}
