@@ -41,7 +41,7 @@ type KeyStats struct {
 	Unavailable int64 // 503 responses
 	Retries     int64 // retries scheduled
 	Pauses      int64 // pauses of the key begun by a server's answer (quota signals and outages)
-	Outages     int64 // of those pauses, the ones begun because failures dominated the key's recent answers
+	Outages     int64 // outages begun: failures came to dominate the key's recent answers (each may pause the key several times, one probe per Retry-After: Pauses counts those)
 	GaveUp      int64 // requests whose retries ended with an error or a throttled answer
 
 	// Refusals, by reason: a request that failed without being sent.
