@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"math"
+	"math/bits"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -45,7 +46,16 @@ import (
 //     pace to 0.8 of itself and leaves its ceiling at 0.95 of where the
 //     refusals came: collisions that keep coming, as when the network's
 //     jitter exceeds what the server's bucket absorbs, call for a pace a
-//     little below the quota.
+//     little below the quota. So when the refusals are dense (5 of the
+//     key's last 100 answers, or 3 of the last 20): the ceiling is then
+//     proven. Sparse ones, which a server also sends at random whatever
+//     the pace (a gateway's, another tenant's collision), take the pace
+//     and its ceiling no lower than 0.9 of what is proven (Policy.Rate,
+//     or what rule 1 or a dense rule 3 proved): found in review, one
+//     request in a hundred refused at random, each refusal within 10 s of
+//     the one before, took the ceiling down 5% a time to a third of the
+//     quota. A ceiling proven by a chance cluster of them climbs back as
+//     below, their later cuts breaking no quiet.
 //  4. Isolated. The pace goes to 0.8 of itself or to what the server was
 //     seen to accept, whichever is faster (a collision after a long quiet
 //     run barely moves it), and the ceiling stays.
@@ -82,6 +92,9 @@ const (
 	helpedShare    = 1.1              // a cut helped if the next episode came after more than this share of the answers before it
 	nearShare      = 0.5              // a window this full is near enough to its limit to be cut
 
+	denseOver  = 100  // refusals among this many recent answers
+	denseShare = 0.05 // this share of them or more are the pace's doing
+
 	forgetAfter = time.Minute // an adapted pace is kept this long after its last change
 )
 
@@ -93,6 +106,8 @@ const (
 // time.Time's 24); longAgo stands for never.
 type adaptation struct {
 	ceil      rate.Limit    // a configured pace climbs back quickly up to this (<= Policy.Rate)
+	proven    rate.Limit    // the ceiling as configured or proven (rules 1, 3), climbed back since: sparse refusals cut no further than a tenth below
+	provenAt  time.Duration // when rule 1 or 3 last proved it: the ceiling climbs back in the quiet since, sparse refusals or not
 	cutAdm    uint64        // admissions up to this one were sent before the last episode
 	episodeAt time.Duration // when the last episode began
 	testFrom  rate.Limit    // > 0: the last episode cut the pace from this; the next tells whether it helped
@@ -112,7 +127,7 @@ type adaptation struct {
 const longAgo = time.Duration(math.MinInt64 / 2)
 
 func newAdaptation(ceil rate.Limit) adaptation {
-	return adaptation{ceil: ceil, episodeAt: longAgo, noiseEnd: longAgo,
+	return adaptation{ceil: ceil, proven: ceil, provenAt: longAgo, episodeAt: longAgo, noiseEnd: longAgo,
 		quietAt: longAgo, ceilAt: longAgo, adjusted: longAgo}
 }
 
@@ -120,6 +135,9 @@ func newAdaptation(ceil rate.Limit) adaptation {
 // adaptation to read when the server objects.
 type evidence struct {
 	run int // answers accepted since the last episode began
+
+	recent [2]uint64 // the last 128 answers, a bit each, set for a refusal (newest lowest)
+	seen   int       // answers recorded in recent, up to 128
 
 	spanAt  time.Duration // answers not refused for the quota are counted from here: the first answer, the last cut or resume; longAgo before
 	spanOK  int
@@ -135,6 +153,25 @@ func (e *evidence) answered(now time.Duration) {
 		e.spanAt = now // a count from the first answer (admissions from 0)
 	}
 	e.spanOK++
+	e.record(false)
+}
+
+// record adds an answer to the recent ones: refused for the quota, or not.
+func (e *evidence) record(refused bool) {
+	e.recent[1] = e.recent[1]<<1 | e.recent[0]>>63
+	e.recent[0] <<= 1
+	if refused {
+		e.recent[0] |= 1
+	}
+	e.seen = min(e.seen+1, 128)
+}
+
+// dense reports whether refusals were denseShare of the recent answers or
+// more (over denseOver of them, or as many as there were): the pace's
+// doing. Refusals at random, or a collision now and then, are fewer.
+func (e *evidence) dense() bool {
+	n := bits.OnesCount64(e.recent[0]) + bits.OnesCount64(e.recent[1]&(1<<(denseOver-64)-1))
+	return float64(n) >= denseShare*float64(min(e.seen, denseOver)) && n >= 3
 }
 
 // accept counts an answer the server accepted, to the attempt tk.
@@ -189,6 +226,7 @@ func (e *evidence) refusedMuch(admitted uint64, sending int32) bool {
 // refused it.
 func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyond bool) {
 	a, ev := &ks.troubled().adapt, &ks.ev
+	ev.record(true)
 	if tk.probe || tk.adm <= a.cutAdm {
 		if !tk.probe && a.cutAdm != 0 {
 			a.spent = true // another refusal of the episode: see rule 2
@@ -212,6 +250,7 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 	}
 	if got, ok := ev.accepting(at, p, ks.pol.Burst, ks.admitted); ok && got < p*provenShare && ev.refusedMuch(ks.admitted, ks.sending) {
 		ks.setPace(now, at, got, max(got, ks.pol.Rate*slowestShare)) // 1: proven lower
+		a.proven, a.provenAt = a.ceil, at
 		return
 	}
 	switch {
@@ -246,8 +285,13 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 		// the refusals, and the mirror, if any, still holds back what
 		// its count says (told.go).
 		ks.startLearning(now, at, wait, run, last) // learn.go
-	case recurring: // 3
+	case recurring && (ev.dense() || ks.health.refusing()): // 3
 		ks.setPace(now, at, p*slowFactor, p*recurShare)
+		a.proven, a.provenAt = a.ceil, at
+	case recurring:
+		// 3, sparse: no further than a tenth below what is proven.
+		floor := a.proven * realCut
+		ks.setPace(now, at, max(p*slowFactor, min(p, floor)), max(p*recurShare, floor))
 	default: // 4: isolated
 		to := p * slowFactor
 		if got, ok := ev.accepting(at, p, ks.pol.Burst, ks.admitted); ok {
@@ -318,12 +362,15 @@ func (ks *keyState) climb(now time.Time, at time.Duration) bool {
 func (ks *keyState) climbPace(now time.Time, at time.Duration) bool {
 	a, r := &ks.tr.adapt, ks.pol.Rate
 	raised := false
-	if a.ceil < r && at-a.ceilAt >= ceilEvery && at-a.quietAt >= ceilEvery {
+	if quiet := max(at-a.quietAt, at-a.provenAt); a.ceil < r && at-a.ceilAt >= ceilEvery && quiet >= ceilEvery {
 		// A step per quiet 30 s since it last moved: a key idle for an
 		// hour comes back at its Rate (regression, found in review: one
 		// step per answer left it at a tenth of Rate after an hour).
-		n := rate.Limit(min(at-a.ceilAt, at-a.quietAt) / ceilEvery)
+		// Sparse refusals (rule 3) break no quiet: a ceiling that a
+		// chance cluster of them proved lower comes back.
+		n := rate.Limit(min(at-a.ceilAt, quiet) / ceilEvery)
 		a.ceil, a.ceilAt, raised = min(r, a.ceil+r*ceilShare*n), at, true
+		a.proven = max(a.proven, a.ceil)
 	}
 	if p := ks.lim.Limit(); p < a.ceil {
 		n := rate.Limit((at - a.quietAt) / climbEvery) // a step per quiet second

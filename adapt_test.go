@@ -68,8 +68,10 @@ func TestPaceAboveQuotaSettles(t *testing.T) {
 		// One cut of the rate settles it; the refusal is a collision (a
 		// wait of a second, refusals rare), which does not pause the key
 		// to refill the server's bucket, so the cut pace, at the quota,
-		// may collide once or twice more.
-		assert.LessOrEqual(t, st.Throttled, int64(3), "one cut of the rate settles it")
+		// may collide a few times more: sparse refusals take the pace no
+		// lower than 0.9 of Rate (112.5 here) until they are dense, or
+		// come in 3 of 20 answers (they were 3 before that rule).
+		assert.LessOrEqual(t, st.Throttled, int64(6), "one cut of the rate settles it")
 	})
 }
 

@@ -273,8 +273,8 @@ func TestIsolatedCollisionsDoNotSinkThePace(t *testing.T) {
 		defer rt.Close()
 		lowest := watchRate(t, rt, "api.test")
 		job(t, rt, 3000) // a minute, 15 collisions
-		assert.GreaterOrEqual(t, float64(lowest()), 32.0)
-		assert.EqualValues(t, 50, keyRate(rt, "api.test"))
+		assert.GreaterOrEqual(t, float64(lowest()), 45.0, "no lower than 0.9 of the Rate: the refusals are sparse")
+		assert.GreaterOrEqual(t, float64(keyRate(rt, "api.test")), 45.0)
 		assert.GreaterOrEqual(t, rt.Stats().Keys["api.test"].Throttled, int64(14))
 	})
 }
@@ -334,7 +334,7 @@ func TestQuotaProvenLowerBecomesTheCeiling(t *testing.T) {
 		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 125, Burst: 10}))
 		defer rt.Close()
 		job(t, rt, 3000)
-		assert.LessOrEqual(t, api.Stats().Total.Throttled, int64(5))
+		assert.LessOrEqual(t, api.Stats().Total.Throttled, int64(6), "0.2%: sparse refusals cut to 0.9 of Rate (112.5) at most until they are dense")
 		assert.InDelta(t, 100, float64(keyRate(rt, "api.test")), 5)
 	})
 }
@@ -579,4 +579,28 @@ func TestPaceAboveQuotaFindsItQuickly(t *testing.T) {
 		assert.LessOrEqual(t, took.Seconds(), 1.08*ideal.Seconds())
 		assert.LessOrEqual(t, refused, int64(10))
 	})
+}
+
+// Refusals that no pace causes, one request in a hundred at random (a
+// gateway's), are sparse: each cuts a configured pace once, no lower than
+// 0.9 of its Rate, and the pace climbs back; only refusals that are dense
+// (5 of the last 100 answers, or 3 of the last 20) lower its ceiling
+// further (found in review: each within 10 s of the one before took the
+// ceiling to 0.95 of a pace already cut, 1.4-2.8x the ideal here, 2.7x on
+// loopback where go-retryablehttp + x/time/rate took 1.03x).
+func TestRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
+	for seed := range int64(3) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(nearby(throttletest.Config{Refused: 0.01,
+					Limits: []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}}}, seed))
+				rt := throttle.New(api, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
+				defer rt.Close()
+				took := job(t, rt, 2000)
+				ideal := 19950 * time.Millisecond
+				t.Logf("took %v (%.3fx the ideal), %d refused", took, took.Seconds()/ideal.Seconds(), api.Stats().Total.Throttled)
+				assert.LessOrEqual(t, took.Seconds(), 1.25*ideal.Seconds())
+			})
+		})
+	}
 }
