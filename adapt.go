@@ -153,10 +153,10 @@ func (e *evidence) answered(now time.Duration) {
 		e.spanAt = now // a count from the first answer (admissions from 0)
 	}
 	e.spanOK++
-	e.record(false)
 }
 
-// record adds an answer to the recent ones: refused for the quota, or not.
+// record adds an answer to the recent ones, from the key's first trouble
+// on: refused for the quota, or not.
 func (e *evidence) record(refused bool) {
 	e.recent[1] = e.recent[1]<<1 | e.recent[0]>>63
 	e.recent[0] <<= 1

@@ -164,6 +164,9 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 	}
 	if !h.throttled() && (resp != nil || failed) {
 		ks.ev.answered(at) // not refused for the quota: evidence of what it bears
+		if ks.tr != nil {
+			ks.ev.record(false) // (adapt.go's rule 3 counts from the first trouble)
+		}
 	}
 	if h.hasQ && h.quota.HasRemaining && (ok || ks.mirror() != nil) {
 		// The mirror begins with a reading on an answer the server
