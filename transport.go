@@ -321,16 +321,20 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	wants := resp != nil && r.ks.wantsQuota(tk.adm)
 	var mono time.Duration // o.now from the epoch
 	o.now, mono = r.answeredAt(tk, resp, wants)
-	at := instant{now: o.now}
-	if resp != nil {
-		at.h, at.rtt = resp.Header, max(0, mono-tk.mono)
-	}
-	if resp == nil || resp.StatusCode >= 400 { // a status below carries no signal (see readHint)
-		o.h = readHint(resp, err != nil && r.ctx.Err() == nil && retryableErr(err), &at)
-	}
-	if !o.h.read && wants {
-		o.h.quota, o.h.hasQ = parseQuota(resp.Header, &at)
-		o.h.read = true
+	if resp == nil || resp.StatusCode >= 400 || wants {
+		// The answer's headers are read: absolute times in them are
+		// counted from the server's clock (see instant).
+		at := instant{now: o.now}
+		if resp != nil {
+			at.h, at.rtt = resp.Header, max(0, mono-tk.mono)
+		}
+		if resp == nil || resp.StatusCode >= 400 { // a status below carries no signal (see readHint)
+			o.h = readHint(resp, err != nil && r.ctx.Err() == nil && retryableErr(err), &at)
+		}
+		if !o.h.read && wants {
+			o.h.quota, o.h.hasQ = parseQuota(resp.Header, &at)
+			o.h.read = true
+		}
 	}
 	if o.h.read {
 		r.ks.sawQuota(o.h.hasQ)
