@@ -93,6 +93,12 @@ func hostPattern(pattern string) string {
 // of bytes while it matters (an hour after its last request, under an
 // hourly window): see Memory in the package documentation.
 //
+// A host whose endpoints have quotas of their own (GitHub's search and
+// core, named by X-RateLimit-Resource; per-endpoint limits) needs them
+// keyed apart, by host and path: under one key the quota spent on one
+// holds the others, as the transport cannot tell which quota a request
+// counts against before its answer says.
+//
 // Keys are shown: in WaitError.Key, Event.Key and Stats().Keys, and so in
 // every log line and error message. To partition by API token, use
 // [KeyByHeader], which keys by a digest of the header, never its value. As
