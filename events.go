@@ -3,6 +3,7 @@ package throttle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -85,7 +86,7 @@ func (k EventKind) String() string {
 	case EventAnswered:
 		return "answered"
 	}
-	return "unknown"
+	return fmt.Sprintf("EventKind(%d)", uint8(k)) // as Limit's (found in review: "unknown")
 }
 
 // An Event is something that matters in the life of a request, given to the

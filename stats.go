@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"fmt"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -96,8 +97,10 @@ func (p PaceFrom) String() string {
 		return "learned from 429s"
 	case PaceHeaders:
 		return "quota headers"
+	case PaceNone:
+		return "none"
 	}
-	return "none"
+	return fmt.Sprintf("PaceFrom(%d)", uint8(p)) // (found in review: "none", which it is not)
 }
 
 // A key keeps only the counters that every request moves; the gauges are

@@ -326,6 +326,12 @@ func TestErrorsSayKeyAndLimit(t *testing.T) {
 	for l := throttle.LimitNone; l <= throttle.LimitBackoff; l++ {
 		assert.NotContains(t, l.String(), "Limit(", "every Limit has a name")
 	}
+	// A value with no name says so, alike for each enum (found in review:
+	// PaceFrom(99) printed "none", EventKind(99) "unknown").
+	assert.Equal(t, "Limit(99)", throttle.Limit(99).String())
+	assert.Equal(t, "PaceFrom(99)", throttle.PaceFrom(99).String())
+	assert.Equal(t, "EventKind(99)", throttle.EventKind(99).String())
+	assert.Equal(t, "none", throttle.PaceNone.String())
 }
 
 // An error says each thing once: the key, the attempt, the limit, the cause
