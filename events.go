@@ -244,6 +244,9 @@ func (r *request) admitted(attempt int, tk *ticket) {
 	defer func() {
 		if !done {
 			r.t.unsend(r.ks, tk)
+			r.ks.mu.Lock()
+			r.ks.stats.Attempts-- // never sent (found in review: it was counted)
+			r.ks.mu.Unlock()
 		}
 	}()
 	if tk.asked {

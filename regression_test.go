@@ -565,6 +565,7 @@ func TestPanickingWaitedEventLeavesTheKeyInOrder(t *testing.T) {
 				panicky.Store(false)
 				assert.Equal(t, 1, body.closed, "the body of the request that never went")
 				assert.EqualValues(t, 1, sent.Load(), "the attempt whose event panicked never went")
+				assert.EqualValues(t, 1, rt.Stats().Total.Attempts, "nor is it counted as sent")
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
 				require.NoError(t, doCtx(t, ctx, rt, "http://w.test/after"), "the key still sends")
