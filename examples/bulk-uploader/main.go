@@ -82,7 +82,7 @@ func interrupts(stderr io.Writer) (stop, abort context.Context, cancel func()) {
 				// Stop first, then say so: a record handed over between
 				// the two would start after the message said none would.
 				cancelStop()
-				fmt.Fprintln(stderr, "\n"+name+": interrupted: finishing the records under way (Ctrl-C again to cancel them)")
+				fmt.Fprintln(stderr, "\n"+name+": interrupted: stopping; what is under way finishes (Ctrl-C again to cancel it)")
 			} else {
 				cancelAbort()
 			}

@@ -128,7 +128,7 @@ func startChild(t *testing.T, args ...string) *child {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			c.stderr.WriteString(sc.Text() + "\n")
-			if strings.Contains(sc.Text(), "interrupted: finishing the records under way") {
+			if strings.Contains(sc.Text(), "interrupted: stopping") {
 				close(c.interrupted)
 			}
 		}

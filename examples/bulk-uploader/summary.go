@@ -109,7 +109,7 @@ func (s *summary) print(w io.Writer, asJSON bool) {
 	if len(s.WaitByLimit) > 0 {
 		p("waited", "%s", byLimit(s.WaitByLimit))
 	}
-	if s.IdealSecs > 0 {
+	if s.IdealSecs > 0 && s.Uploaded > 0 {
 		shared := ""
 		if s.SharedVia != "" {
 			shared = ", were its records alone"
@@ -122,7 +122,7 @@ func (s *summary) print(w io.Writer, asJSON bool) {
 		p("server saw", "%d requests, %d accepted, %d answered 429, at most %d accepted in any second",
 			s.Server.Requests, s.Server.Accepted, s.Server.Throttled, s.Server.PeakPerSecond)
 	}
-	if wasted := s.Attempts - int64(s.Uploaded+s.Failed); wasted == 0 && s.Failed == 0 && s.NotSent == 0 {
+	if wasted := s.Attempts - int64(s.Uploaded+s.Failed); wasted == 0 && s.Failed == 0 && s.NotSent == 0 && s.Uploaded > 0 {
 		fmt.Fprintln(w, "  nothing wasted: one request per record, every record uploaded")
 	} else if wasted > 0 {
 		fmt.Fprintf(w, "  %d requests beyond one per record\n", wasted)

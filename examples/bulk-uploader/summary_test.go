@@ -69,3 +69,15 @@ func TestWaitedLine(t *testing.T) {
 		assert.Contains(t, out.String(), "  waited          "+tc.want+"\n")
 	}
 }
+
+// A run that uploaded nothing claims neither a ratio to the ideal nor that
+// nothing was wasted (found in review: -n 0 said both).
+func TestNothingUploadedClaimsNothing(t *testing.T) {
+	code, s, _ := runApp(t, "", "-n", "0")
+	require.Equal(t, 0, code)
+	var out bytes.Buffer
+	s.print(&out, false)
+	assert.NotContains(t, out.String(), "nothing wasted")
+	assert.NotContains(t, out.String(), "ideal for the quota")
+	assert.Contains(t, out.String(), "0 uploaded")
+}
