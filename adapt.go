@@ -69,7 +69,13 @@ import (
 // A window's N is cut to 0.8 of what it admits (unless rule 1 or 2 applies), but
 // only a window that held at least half of that when the throttled attempt
 // was sent: a window far from its limit was not what the server objected
-// to. It climbs back by a twentieth of N per quiet 30 seconds: a window
+// to. And only by a refusal that pauses the key: one that asks for more
+// than 2 s, or refusals that dominate (see pause.go's collision), the
+// episode's later ones too; a lone one that asks less is a collision, of
+// a kind a server sends at random (found in review: one in a hundred so
+// took a window of 100 a second configured at the quota to 6x the ideal,
+// each pausing the key a second and cutting the window for minutes). A
+// window the server spent refuses what follows it as well. It climbs back by a twentieth of N per quiet 30 seconds: a window
 // counts over its whole length, so a quick climb would only collide again.
 //
 // These rules are for a configured pace (and the configured windows). A
@@ -120,6 +126,7 @@ type adaptation struct {
 	calming   bool          // a cut began the pause in force: its end restarts the quiet spell
 	spent     bool          // the last episode refused more than one attempt (see rule 2)
 	unhelped  uint8         // cuts in a row that did not help (0 or 1)
+	winsCut   bool          // the windows were cut in this episode
 }
 
 // longAgo is the time, from the epoch, of what never happened: any wait
@@ -230,11 +237,18 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 	if tk.probe || tk.adm <= a.cutAdm {
 		if !tk.probe && a.cutAdm != 0 {
 			a.spent = true // another refusal of the episode: see rule 2
+			if !a.winsCut && at >= a.noiseEnd && ks.health.refusing() {
+				// The episode's first refusal, taken for a lone one, has
+				// company: the windows are cut now, and what was sent
+				// before belongs to this episode.
+				ks.cutWindows(tk.mono, at)
+				a.cutAdm = ks.admitted
+			}
 		}
 		return // the probe's pace is no pace; older attempts are the same episode
 	}
 	spent := a.spent
-	a.cutAdm, a.spent = ks.admitted, false
+	a.cutAdm, a.spent, a.winsCut = ks.admitted, false, false
 	run, last := ev.run, a.episodeAt
 	recurring := at-last < recurWithin
 	ev.run, a.episodeAt = 0, at
@@ -271,8 +285,8 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 	if at < a.noiseEnd {
 		return
 	}
-	for i := range ks.wins {
-		ks.wins[i].cut(tk.mono, at)
+	if wait > coarseWait || ks.health.refusing() {
+		ks.cutWindows(tk.mono, at)
 	}
 	switch {
 	case ks.lim == nil && ks.mirror() != nil && !beyond:
@@ -320,6 +334,15 @@ func (ks *keyState) setPace(now time.Time, at time.Duration, to, ceil rate.Limit
 	ks.lim.SetLimitAt(now, to)
 	a.quietAt, a.adjusted, a.calming = at, at, true
 	ks.ev.restart(at, ks.admitted)
+}
+
+// cutWindows cuts the key's windows near their limit (see cut) for a
+// refusal of the attempt sent at sent, once per episode.
+func (ks *keyState) cutWindows(sent, now time.Duration) {
+	for i := range ks.wins {
+		ks.wins[i].cut(sent, now)
+	}
+	ks.tr.adapt.winsCut = true
 }
 
 // cut lowers the window's n after a throttled answer to an attempt sent at

@@ -316,26 +316,24 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 // whole key. It is one when the server asks for a wait of a second or two at
 // most (a short wait rounded up to whole seconds), refusals are rare among
 // the key's recent answers, and the key is paced by a pace learned from
-// 429s (learn.go; the refusal has cut it), by a configured pace without
-// windows (adapt.go; the refusal has cut it: found in review, pausing the
-// key a second for each made a configured key slower than an unpaced one
-// under random refusals, 2-3x the ideal at one in a hundred), or by the
-// server's count alone, which the headers show to be a bucket (told.go;
-// the refusal has cut its rate). Windows, configured or told, refuse until
-// they give back: their refusals pause the key.
+// 429s (learn.go; the refusal has cut it), by a configured pace or
+// configured windows (adapt.go: found in review, pausing the key a second
+// for each made a configured key slower than an unpaced one under random
+// refusals, 2-3x the ideal at one in a hundred, and a window of 100 a
+// second 6x; a window spent refuses what follows too, and refusals that
+// dominate pause the key and cut the windows), or by the server's count
+// alone, which the headers show to be a bucket (told.go; the refusal has
+// cut its rate). Windows the headers tell refuse until they give back:
+// their refusals pause the key.
 func (ks *keyState) collision(h hint) bool {
-	if ks.learned() || ks.lim != nil && len(ks.wins) == 0 {
-		return h.wait <= coarseWait && !ks.health.refusing()
+	if h.wait > coarseWait || ks.health.refusing() {
+		return false
+	}
+	if ks.learned() || ks.lim != nil || len(ks.wins) > 0 {
+		return true
 	}
 	m := ks.mirror()
-	switch {
-	case m == nil || ks.lim != nil || len(ks.wins) > 0:
-		return false
-	case h.wait > coarseWait, ks.health.refusing():
-		return false
-	}
-	return m.kind == kindBucket // a window or a log refuses until it gives back
-
+	return m != nil && m.kind == kindBucket // a window or a log refuses until it gives back
 }
 
 // clock returns now (mono from the epoch), or the latest time the limiter

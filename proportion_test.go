@@ -604,3 +604,48 @@ func TestRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
 		})
 	}
 }
+
+// Found in review: each random 429 to a window configured at the quota
+// paused the whole key for its Retry-After and cut the window to 0.8 of
+// itself for minutes: one refusal in a hundred took a window of 100 a
+// second to 6x the ideal, one in 300 to 1.9-3.4x. A lone refusal that asks
+// for a second or two is a collision to a window as to a pace: only the
+// refused request waits, and the window is cut when refusals dominate.
+func TestRandomRefusalsDoNotSinkAWindow(t *testing.T) {
+	for seed := range int64(3) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(nearby(throttletest.Config{Refused: 0.01,
+					Limits: []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}}}, seed))
+				rt := throttle.New(api, throttle.WithPolicy(throttle.Policy{
+					Windows: []throttle.Window{{N: 100, Per: time.Second}}}))
+				defer rt.Close()
+				took := job(t, rt, 2000)
+				ideal := 19 * time.Second // 20 windows, the first at once
+				st := api.Stats().Total
+				t.Logf("took %v (%.3fx the ideal), %d refused", took, took.Seconds()/ideal.Seconds(), st.Throttled)
+				assert.LessOrEqual(t, took.Seconds(), 1.15*ideal.Seconds())
+				assert.Positive(t, st.Throttled, "the server refused some at random")
+			})
+		})
+	}
+}
+
+// A window configured above a fixed window's quota still settles at the
+// quota when the refusals come with random ones: the refusals of a spent
+// window are many at once, and cut it.
+func TestWindowAboveQuotaSettlesAmidRandomRefusals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(nearby(throttletest.Config{Refused: 0.01,
+			Limits: []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: 80, Per: time.Second}}}, 1))
+		rt := throttle.New(api, throttle.WithPolicy(throttle.Policy{
+			Windows: []throttle.Window{{N: 100, Per: time.Second}}}))
+		defer rt.Close()
+		took := job(t, rt, 2000)
+		ideal := 24 * time.Second // 25 windows of 80, the first at once
+		st := api.Stats().Total
+		t.Logf("took %v (%.3fx the ideal), %d refused", took, took.Seconds()/ideal.Seconds(), st.Throttled)
+		assert.LessOrEqual(t, took.Seconds(), 1.1*ideal.Seconds())
+		assert.LessOrEqual(t, st.Throttled, int64(60), "a spent window is found, not hit each second")
+	})
+}
