@@ -112,7 +112,11 @@
 //     it, and sends nothing.
 //
 // Either way no request hangs and none is lost: each gets a response or an
-// error that says why. The bookings made alone never reach Redis: they do
+// error that says why. When the client could not connect to Redis, the
+// error (and Reservation.Fallback) holds the dial's error, such as
+// "connect: connection refused", which go-redis itself only logs: New adds
+// a hook to the client that notes it. Neither the partition key nor a
+// password is ever in these errors. The bookings made alone never reach Redis: they do
 // not count once it is back. Redis's own are kept across a restart only if
 // it persists them.
 // A caller's context that ends during a call ends the call at once,

@@ -86,7 +86,7 @@ func (h *health) answered(ctx context.Context, err, down error, timeout time.Dur
 		err = ctx.Err()
 	case errors.Is(err, context.DeadlineExceeded):
 		// not the caller's deadline: the error must not say it is
-		err = fmt.Errorf("%w: redisstore: no answer from Redis within %v", throttle.ErrStoreUnavailable, timeout)
+		err = noAnswer(err, fmt.Errorf("%w: redisstore: no answer from Redis within %v", throttle.ErrStoreUnavailable, timeout))
 	case callOnly(err):
 		up = true
 		err = fmt.Errorf("%w: redisstore: Redis refused the call: %w", throttle.ErrStoreUnavailable, err)
@@ -108,6 +108,19 @@ func (h *health) answered(ctx context.Context, err, down error, timeout time.Dur
 		h.down, h.next = err, time.Now().Add(retryEvery)
 	}
 	return err
+}
+
+// noAnswer is msg, the error of a call that had no answer from Redis, and
+// why, if err, the call's error, says it: the client could not connect
+// (regression, found in review: a Redis that refused connections failed
+// requests with "no answer from Redis within 200ms", and the refusal was
+// only in go-redis's log).
+func noAnswer(err, msg error) error {
+	var dial *dialError
+	if !errors.As(err, &dial) {
+		return msg
+	}
+	return fmt.Errorf("%w: %w", msg, dial)
 }
 
 // callOnly reports whether err is an error reply of Redis about the call

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -147,5 +149,45 @@ func TestHealthOfErrorReplies(t *testing.T) {
 		if _, down := h.ask(time.Now()); (down != nil) != tt.away {
 			t.Errorf("%q: Redis taken for away: %v, want %v", tt.reply, down != nil, tt.away)
 		}
+	}
+}
+
+// TestNoAnswerSaysWhy: a call without an answer says why when the client's
+// latest dial failed during the call, and only then; a dial that timed out
+// is told, but the error does not match context.DeadlineExceeded (it is
+// not the caller's deadline).
+func TestNoAnswerSaysWhy(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
+	timedOut := &net.OpError{Op: "dial", Net: "tcp", Err: context.DeadlineExceeded}
+	for _, tt := range []struct {
+		name     string
+		dial     error
+		dialAt   time.Duration // from the call's start
+		wantWhy  bool
+		wantWrap bool // errors.As finds the dial's *net.OpError
+	}{
+		{"refused during the call", refused, time.Millisecond, true, true},
+		{"refused before the call", refused, -time.Millisecond, false, false},
+		{"connected during the call", nil, time.Millisecond, false, false},
+		{"dial timed out during the call", timedOut, time.Millisecond, true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			d := dials{err: tt.dial, at: start.Add(tt.dialAt)}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // the call's context ended: no answer
+			var h health
+			err := h.answered(context.Background(), d.why(ctx, context.DeadlineExceeded, start), nil, time.Second)
+			if !errors.Is(err, throttle.ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("%v: want it wrapping ErrStoreUnavailable, not context.DeadlineExceeded", err)
+			}
+			if why := tt.dial != nil && strings.Contains(err.Error(), tt.dial.Error()); why != tt.wantWhy {
+				t.Errorf("%v: says why %v, want %v", err, why, tt.wantWhy)
+			}
+			var op *net.OpError
+			if wrap := errors.As(err, &op); wrap != tt.wantWrap {
+				t.Errorf("%v: wraps the dial's error %v, want %v", err, wrap, tt.wantWrap)
+			}
+		})
 	}
 }

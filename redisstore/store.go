@@ -31,6 +31,7 @@ type Store struct {
 	client redis.UniversalClient
 	cfg    config
 	health health
+	dials  dials                 // why the client's dials fail, if they do
 	local  *throttle.MemoryStore // FailOpen's, while Redis is away
 
 	mu      sync.Mutex
@@ -43,7 +44,11 @@ var _ throttle.Store = (*Store)(nil)
 // New returns a Store that keeps its state in the Redis client talks to (a
 // client, a cluster client, a failover client...). Make the client with
 // Options.ContextTimeoutEnabled set, so that WithTimeout bounds each call
-// on the socket too. New panics on a nil client or an option out of range.
+// on the socket too. New adds a hook to the client (to the nodes that a
+// cluster or ring client makes from then on), which leaves its commands
+// alone and notes why its dials fail, so that a call without an answer
+// says why (a refused connection, a failed TLS handshake). New panics on a
+// nil client or an option out of range.
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	if client == nil {
 		panic("redisstore: New with a nil client")
@@ -52,7 +57,9 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	return &Store{client: client, cfg: cfg, local: throttle.NewMemoryStore()}
+	s := &Store{client: client, cfg: cfg, local: throttle.NewMemoryStore()}
+	s.dials.watch(client)
+	return s
 }
 
 // Reserve books the key's next departure, of n units; see [throttle.Store].
@@ -76,8 +83,8 @@ func (s *Store) Reserve(ctx context.Context, key string, p throttle.Policy, n in
 		// Redis was never taken for away). A wait shorter than the
 		// timeout says too little of Redis to take it for away.
 		s.health.abandon(down)
-		return s.reserveAlone(ctx, key, p, n, maxWait,
-			fmt.Errorf("%w: redisstore: no answer from Redis within %v, what the request could wait", throttle.ErrStoreUnavailable, bound))
+		return s.reserveAlone(ctx, key, p, n, maxWait, noAnswer(err,
+			fmt.Errorf("%w: redisstore: no answer from Redis within %v, what the request could wait", throttle.ErrStoreUnavailable, bound)))
 	}
 	if err = s.health.answered(ctx, err, down, s.cfg.timeout); err == nil || ctx.Err() != nil {
 		return res, err
@@ -126,23 +133,26 @@ func (s *Store) Slow(ctx context.Context, key string, p throttle.Policy, sd thro
 // client gone, Close) would wait for Redis, as long as the timeout
 // (regression, found in review). f then runs on to its own end, within the
 // timeout, and its result is dropped: what it booked counts against the
-// quota, as any booking of a request that did not go.
+// quota, as any booking of a request that did not go. A call that ends
+// without an answer carries why, if the client's dials failed meanwhile
+// (see dials.why).
 func (s *Store) call(ctx context.Context, f func(context.Context) error) error {
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- f(ctx) }()
+	var err error
 	select {
-	case err := <-done:
-		return err
+	case err = <-done:
 	case <-ctx.Done():
 		select {
-		case err := <-done: // an answer that came with the end: it stands
-			return err
+		case err = <-done: // an answer that came with the end: it stands
 		default:
-			return ctx.Err()
+			err = ctx.Err()
 		}
 	}
+	return s.dials.why(ctx, err, start)
 }
 
 // reserve runs reserve.lua.
