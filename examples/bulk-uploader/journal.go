@@ -15,8 +15,8 @@ import (
 )
 
 // The journal (-journal FILE) makes a run resumable: one JSON line per
-// record sent, uploaded or failed, appended and fsynced before the record
-// counts as done. A run stopped at any point — Ctrl-C, a crash, SIGKILL,
+// record sent, uploaded or failed, or refused unsent by the transport,
+// appended and fsynced before the record counts as done. A run stopped at any point — Ctrl-C, a crash, SIGKILL,
 // the power — loses at most the lines of the records under way; run again
 // with the same journal, it skips the records the journal lists as
 // uploaded and sends the others: those that failed, those never sent, and

@@ -17,13 +17,18 @@ type summary struct {
 	SharedVia string `json:"shared_via_redis,omitempty"`
 	// StoreAlone counts the times Redis stopped answering, and the
 	// uploader paced alone at a share of the quota.
-	StoreAlone int64  `json:"redis_unavailable,omitempty"`
-	Records    int    `json:"records"`
-	Uploaded   int    `json:"uploaded"`
-	Failed     int    `json:"failed"`
-	NotSent    int    `json:"not_sent"`
-	Skipped    int    `json:"skipped,omitempty"` // uploaded before, per the journal
-	Journal    string `json:"journal,omitempty"`
+	StoreAlone int64 `json:"redis_unavailable,omitempty"`
+	Records    int   `json:"records"`
+	Uploaded   int   `json:"uploaded"`
+	Failed     int   `json:"failed"`
+	NotSent    int   `json:"not_sent"`
+	// NotSentList lists the records of NotSent that the transport
+	// refused unsent, with why (the key paused for longer than the
+	// longest Retry-After honoured); the others were not started, the
+	// run being interrupted.
+	NotSentList []fail `json:"not_sent_records,omitempty"`
+	Skipped     int    `json:"skipped,omitempty"` // uploaded before, per the journal
+	Journal     string `json:"journal,omitempty"`
 	// JournalError is why the journal could not be written; the run
 	// stopped there.
 	JournalError string  `json:"journal_error,omitempty"`
@@ -71,6 +76,9 @@ func (s *summary) count(results []result) {
 		switch {
 		case !r.sent:
 			s.NotSent++
+			if r.err != nil {
+				s.NotSentList = append(s.NotSentList, fail{ID: r.rec.id, Line: r.rec.line, Error: r.err.Error()})
+			}
 		case r.ok():
 			s.Uploaded++
 		default:
@@ -152,21 +160,13 @@ func byLimit(secs map[string]float64) string {
 
 // printLeft lists what was not uploaded, and says how to send it.
 func (s *summary) printLeft(w io.Writer) {
-	if len(s.FailedList) > 0 {
-		fmt.Fprintf(w, "\nfailed records:\n")
-		for _, f := range s.FailedList {
-			if f.Line > 0 {
-				fmt.Fprintf(w, "  %s (line %d): %s\n", f.ID, f.Line, f.Error)
-			} else {
-				fmt.Fprintf(w, "  %s: %s\n", f.ID, f.Error)
-			}
-		}
-	}
+	printList(w, "failed records", s.FailedList)
+	printList(w, "records not sent, refused before any attempt left", s.NotSentList)
 	if s.JournalError != "" {
 		fmt.Fprintf(w, "\nstopped: %s\n", s.JournalError)
 	}
-	if s.NotSent > 0 {
-		fmt.Fprintf(w, "\ninterrupted: %d records were not sent\n", s.NotSent)
+	if interrupted := s.NotSent - len(s.NotSentList); interrupted > 0 {
+		fmt.Fprintf(w, "\ninterrupted: %d records were not sent\n", interrupted)
 	}
 	switch left := s.Failed + s.NotSent; {
 	case left > 0 && s.JournalError != "":
@@ -176,5 +176,20 @@ func (s *summary) printLeft(w io.Writer) {
 			left, s.Journal, s.Uploaded+s.Skipped)
 	case s.NotSent > 0:
 		fmt.Fprintln(w, "without -journal a new run sends every record again: with -journal FILE, a stopped run can be resumed")
+	}
+}
+
+// printList prints the records of list, with their errors, under title.
+func printList(w io.Writer, title string, list []fail) {
+	if len(list) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%s:\n", title)
+	for _, f := range list {
+		if f.Line > 0 {
+			fmt.Fprintf(w, "  %s (line %d): %s\n", f.ID, f.Line, f.Error)
+		} else {
+			fmt.Fprintf(w, "  %s: %s\n", f.ID, f.Error)
+		}
 	}
 }

@@ -2,10 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/throttlehttp/throttle/throttletest"
 )
 
 // The summary splits the time waited by what was waited for, from the
@@ -80,4 +89,46 @@ func TestNothingUploadedClaimsNothing(t *testing.T) {
 	assert.NotContains(t, out.String(), "nothing wasted")
 	assert.NotContains(t, out.String(), "ideal for the quota")
 	assert.Contains(t, out.String(), "0 uploaded")
+}
+
+// Records that the transport refused at once with throttle.ErrPaused (the
+// API paused the key for an hour, longer than the longest Retry-After
+// honoured) were never sent: the summary counts and lists them as not
+// sent, with why, not as failed, and does not say the run was interrupted
+// (found in review: they were listed as failed).
+func TestPausedRecordsAreNotSent(t *testing.T) {
+	var code int
+	var out, text bytes.Buffer
+	var requests atomic.Int64
+	synctest.Test(t, func(t *testing.T) {
+		paused := func(throttletest.Config) (string, *throttletest.API, http.RoundTripper, func()) {
+			return "http://demo.test", nil, rtFunc(func(r *http.Request) (*http.Response, error) {
+				requests.Add(1)
+				return &http.Response{
+					StatusCode: http.StatusTooManyRequests, Status: "429 Too Many Requests",
+					Header: http.Header{"Retry-After": {"3600"}}, Body: http.NoBody, Request: r,
+				}, nil
+			}), func() {}
+		}
+		a := &app{stdout: &out, stderr: io.Discard, demo: paused}
+		code = a.main(context.Background(), context.Background(), []string{"-json", "-n", "20", "-workers", "1"})
+	})
+	var s summary
+	require.NoError(t, json.Unmarshal(out.Bytes(), &s), out.String())
+	assert.EqualValues(t, requests.Load(), s.Failed, "only the records sent failed: each got its 429")
+	assert.EqualValues(t, s.Failed, s.Attempts)
+	assert.Equal(t, 20-s.Failed, s.NotSent, "the others were refused unsent")
+	assert.Positive(t, s.NotSent)
+	assert.Zero(t, s.Uploaded)
+	for _, f := range s.FailedList {
+		assert.Contains(t, f.Error, "429", f.ID)
+	}
+	require.Len(t, s.NotSentList, s.NotSent)
+	for _, f := range s.NotSentList {
+		assert.Contains(t, f.Error, "paused", f.ID)
+	}
+	assert.Equal(t, 1, code, "records left unsent without an interrupt: the run did not succeed")
+	s.print(&text, false)
+	assert.Contains(t, text.String(), fmt.Sprintf("%d failed, %d not sent", s.Failed, s.NotSent))
+	assert.NotContains(t, text.String(), "interrupted")
 }

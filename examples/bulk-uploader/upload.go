@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,8 +15,9 @@ import (
 )
 
 // result is how one record's upload ended. Every record ends in exactly one
-// of: uploaded (err == nil, 2xx), failed (err != nil), or not sent, when the
-// job was interrupted before its turn.
+// of: uploaded (err == nil, 2xx), failed (err != nil), or not sent: the job
+// was interrupted before its turn, or the transport refused its request
+// before any attempt left (err says why; see unsent).
 type result struct {
 	rec     record
 	sent    bool
@@ -32,7 +34,7 @@ type sender func(ctx context.Context, rec record) result
 // run uploads recs with the given number of workers. When stop is done, no
 // further record is started; the ones under way finish (or fail with abort,
 // the context of their requests). It returns one result per record, in the
-// order of recs, and calls done after each record that was sent.
+// order of recs, and calls done after each record given to send.
 func run(stop, abort context.Context, recs []record, workers int, send sender, done func(result)) []result {
 	results := make([]result, len(recs))
 	for i, r := range recs {
@@ -49,7 +51,7 @@ func run(stop, abort context.Context, recs []record, workers int, send sender, d
 					continue // handed over as stop came: not sent
 				}
 				results[i] = send(abort, recs[i])
-				results[i].sent = true
+				results[i].sent = !unsent(results[i].err)
 				done(results[i])
 			}
 		}()
@@ -68,6 +70,17 @@ dispatch:
 	close(next)
 	wg.Wait()
 	return results
+}
+
+// unsent reports whether err says that nothing of the record was sent: the
+// transport refused its first attempt with throttle.ErrPaused, the key
+// being paused for longer than the longest Retry-After honoured (found in
+// review: such records were listed as failed). A retry so refused ends
+// with the last response, or, after a network error, with the refusal:
+// an attempt went before it, so that record failed.
+func unsent(err error) bool {
+	var w *throttle.WaitError
+	return errors.Is(err, throttle.ErrPaused) && errors.As(err, &w) && w.Attempt == 1
 }
 
 // client is the HTTP side of the job: throttle's Transport, or with -naive
