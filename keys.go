@@ -72,10 +72,12 @@ type trouble struct {
 type rare struct {
 	alias string  // shown instead of key when key holds a credential (see shownKey)
 	told  told    // the server's count, from its quota headers (told.go), if told.on
+	more  []told  // the counts of the further IETF policies its answers list (toldpolicies.go)
 	learn learner // a pace learned from 429s alone (learn.go)
 }
 
-// mirror returns the key's mirror of the server's count, or nil.
+// mirror returns the key's mirror of the server's count, or nil; of its
+// first policy, when the server lists several (see mirrors).
 func (ks *keyState) mirror() *told {
 	if tr := ks.tr; tr != nil && tr.x != nil && tr.x.told.on {
 		return &tr.x.told
@@ -157,7 +159,7 @@ func (ks *keyState) heldUntil(now time.Time, mono time.Duration, cost int) (time
 	if tr := ks.tr; tr != nil && tr.pauseUntil.After(at) {
 		at, h = tr.pauseUntil, holder{limit: LimitPause}
 	}
-	if m := ks.mirror(); m != nil {
+	for m := range ks.mirrors() {
 		next := m.lowerBound(mono, ks.admitted, ks.outUnits, 0, cost)
 		if next == holdsForAnswer {
 			return never, holder{limit: LimitQuota}
@@ -223,7 +225,7 @@ func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead, cost in
 	if until := ks.pausedUntil(); until.After(at) {
 		at, h = until, holder{limit: LimitPause}
 	}
-	if m := ks.mirror(); m != nil {
+	for m := range ks.mirrors() {
 		// A wait for an answer counts as ending now: its end is not known.
 		if next := m.lowerBound(mono, ks.admitted, ks.outUnits, ahead, cost); next != holdsForAnswer && now.Add(next-mono).After(at) {
 			at, h = now.Add(next-mono), holder{limit: LimitQuota}
@@ -290,7 +292,7 @@ func (ks *keyState) enter(tk *ticket, now time.Time, mono time.Duration, retry b
 		tr.ramp = max(tr.ramp, ks.sending) // past ramp only when the head's answer was overdue
 		tr.rampAt = mono
 	}
-	if m := ks.mirror(); m != nil {
+	for m := range ks.mirrors() {
 		m.took(mono, ks.outUnits-int64(cost), cost) // the others on their way
 	}
 }
@@ -317,8 +319,10 @@ func (ks *keyState) idle(now time.Time, mono time.Duration) bool {
 	if ks.lim != nil && ks.lim.TokensAt(now) < float64(ks.lim.Burst()) {
 		return false
 	}
-	if m := ks.mirror(); m != nil && m.lowerBound(mono, ks.admitted, 0, 0, 1) > mono {
-		return false // the server's count holds it back
+	for m := range ks.mirrors() {
+		if m.lowerBound(mono, ks.admitted, 0, 0, 1) > mono {
+			return false // the server's count holds it back
+		}
 	}
 	for i := range ks.wins {
 		if !ks.wins[i].expired(mono) {

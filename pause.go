@@ -174,24 +174,11 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		// says nothing of what it gives back, only that nothing remains,
 		// which the refusal says too. Such a key learns its pace from
 		// the refusals, as one told nothing (learn.go).
-		m := &ks.rarely().told
-		if !m.on {
-			m.on = true
-			ks.unlearn()
+		ks.readQuota(ls, tk, resp, h, units, ok, at)
+	} else if resp != nil && resp.StatusCode >= http.StatusInternalServerError {
+		for m := range ks.mirrors() {
+			m.unread(at, tk.adm, units) // a 5xx the server may have counted
 		}
-		m.rtt = ks.lat.srtt + ks.lat.jitter()
-		m.jit = ks.lat.jitter()
-		m.rollover(at, ks.admitted)
-		m.recount(tk.mono, int(tk.cost), units)
-		m.read(h.quota, at, tk.mono, tk.adm, ks.admitted, ks.outUnits, units, ok)
-		if h.throttled() {
-			m.forget(tk.mono, units)
-		}
-		if kind, r, changed := m.news(); changed {
-			ls.pace, ls.paceWhy = r, "quota headers: "+kind
-		}
-	} else if m := ks.mirror(); m != nil && resp != nil && resp.StatusCode >= http.StatusInternalServerError {
-		m.unread(at, tk.adm, units) // a 5xx the server may have counted
 	}
 	if ok {
 		ks.accept(tk)
@@ -301,8 +288,8 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 	}
 	if learned {
 		pause = ks.peek(at, pause, whole)
-	} else if m := ks.mirror(); m != nil && whole {
-		pause = m.logPause(at, pause)
+	} else if ks.mirror() != nil && whole {
+		pause = ks.mirrorOf(h.quota.Policy).logPause(at, pause)
 	}
 	ls := ks.pause(h, pause, now)
 	if learned && !ls.until.IsZero() {
@@ -332,8 +319,9 @@ func (ks *keyState) collision(h hint) bool {
 	if ks.learned() || ks.lim != nil || len(ks.wins) > 0 {
 		return true
 	}
-	m := ks.mirror()
-	return m != nil && m.kind == kindBucket // a window or a log refuses until it gives back
+	// A window or a log refuses until it gives back. (The policy that
+	// refused has the least remaining: see ParseQuota.)
+	return ks.mirror() != nil && ks.mirrorOf(h.quota.Policy).kind == kindBucket
 }
 
 // clock returns now (mono from the epoch), or the latest time the limiter

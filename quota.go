@@ -3,6 +3,7 @@ package throttle
 import (
 	"math/bits"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -46,7 +47,9 @@ func (q Quota) Exhausted() bool { return q.HasRemaining && q.Remaining == 0 }
 //
 // When RateLimit lists several policies, the most restrictive is reported: the
 // lowest r, on a tie the longest t, then the first listed. Its Limit and Window
-// come from the RateLimit-Policy item of the same name, if any. When RateLimit
+// come from the RateLimit-Policy item of the same name, if any. (The
+// Transport does not reduce them so: it keeps a count of each of the first
+// four policies listed, and obeys them all.) When RateLimit
 // gives no usable item, the RateLimit-Policy item with the lowest quota per
 // second (q/w) is reported, without Remaining or Reset; items without w are
 // chosen only when none has one, the lowest q first. Names are Strings (or
@@ -114,7 +117,7 @@ func parseQuota(h http.Header, now *instant) (q Quota, ok bool) {
 	if f.none() {
 		return Quota{}, false
 	}
-	q = parseIETF(f.ietf, f.ietfPolicy)
+	q = parseIETF(f.ietf, f.ietfPolicy, nil)
 	q.fill(f.xRateLimit(h, now))
 	q.fill(shopify(f.shopify))
 	if !q.HasLimit && !q.HasRemaining && !q.HasReset {
@@ -176,9 +179,49 @@ type quotaPolicy struct {
 	requests bool // its quota unit is requests
 }
 
+// maxPolicies is the most IETF policies of one answer whose counts the key
+// keeps apart (told.go): the first listed; the rest are not read.
+const maxPolicies = 4
+
+// policyReadings is what one answer says of each IETF policy it lists in
+// RateLimit: the first item of each name, at most maxPolicies, each with
+// its Limit and Window from RateLimit-Policy as ParseQuota gives them.
+type policyReadings struct {
+	q [maxPolicies]Quota
+	n int
+}
+
+// read reads h's readings. An answer that lists fewer than two policies in
+// RateLimit leaves n 0: ParseQuota's Quota says it all.
+func (rs *policyReadings) read(h http.Header) {
+	rs.n = 0
+	lines := h["Ratelimit"]
+	if len(lines) == 0 || len(lines) == 1 && strings.IndexByte(lines[0], ',') < 0 {
+		return
+	}
+	if parseIETF(lines, h["Ratelimit-Policy"], rs); rs.n < 2 {
+		rs.n = 0
+	}
+}
+
+// add keeps q unless it names a policy kept already, or rs is full.
+func (rs *policyReadings) add(q Quota) {
+	if rs == nil || rs.n == len(rs.q) {
+		return
+	}
+	for i := range rs.n {
+		if rs.q[i].Policy == q.Policy {
+			return
+		}
+	}
+	rs.q[rs.n] = q
+	rs.n++
+}
+
 // parseIETF reads the field lines of RateLimit and RateLimit-Policy. Fields
-// of a few items, with a few parameters each, take no allocation.
-func parseIETF(rateLimit, policy []string) Quota {
+// of a few items, with a few parameters each, take no allocation. With rs,
+// it also gives every usable RateLimit item to rs.
+func parseIETF(rateLimit, policy []string, rs *policyReadings) Quota {
 	if len(rateLimit) == 0 && len(policy) == 0 {
 		return Quota{}
 	}
@@ -212,12 +255,23 @@ func parseIETF(rateLimit, policy []string) Quota {
 			continue
 		}
 		t, hasT := ps.seconds("t")
+		rs.add(Quota{Remaining: r, Reset: t, Policy: name, HasRemaining: true, HasReset: hasT})
 		if !best.HasRemaining || r < best.Remaining || r == best.Remaining && t > best.Reset {
 			best = Quota{Remaining: r, Reset: t, Policy: name, HasRemaining: true, HasReset: hasT}
 		}
 	}
 	if l.invalid {
 		best = Quota{}
+		if rs != nil {
+			rs.n = 0
+		}
+	}
+	if rs != nil {
+		for i := range rs.n {
+			if j := findPolicy(policies, byName, rs.q[i].Policy); j >= 0 {
+				rs.q[i].Limit, rs.q[i].Window, rs.q[i].HasLimit = policies[j].q, policies[j].w, true
+			}
+		}
 	}
 
 	if best.HasRemaining {

@@ -154,6 +154,12 @@ var quotaCases = []struct {
 			HasLimit: true, HasRemaining: true, HasReset: true}},
 	{"ietf-tie-longest-t", quotaHeader("RateLimit", `"a";r=0;t=5, "b";r=0;t=60, "c";r=0`),
 		throttle.Quota{Reset: time.Minute, Policy: "b", HasRemaining: true, HasReset: true}},
+	// Review R7 (6): two policies at once. The Transport keeps a count of
+	// each; ParseQuota reports the lowest r.
+	{"ietf-two-policies", quotaHeader("RateLimit", `"burst";r=7;t=1, "day";r=120;t=45`,
+		"RateLimit-Policy", `"burst";q=10;w=1, "day";q=300;w=60`),
+		throttle.Quota{Limit: 10, Remaining: 7, Reset: time.Second, Window: time.Second, Policy: "burst",
+			HasLimit: true, HasRemaining: true, HasReset: true}},
 	{"ietf-multiple-lines", quotaHeader("RateLimit", `"burst";r=10;t=5`, "RateLimit", `"daily";r=3;t=600`,
 		"RateLimit-Policy", `"daily";q=1000;w=86400`, "RateLimit-Policy", `"burst";q=100;w=60`),
 		throttle.Quota{Limit: 1000, Remaining: 3, Reset: 10 * time.Minute, Window: 24 * time.Hour, Policy: "daily",

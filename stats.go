@@ -33,8 +33,9 @@ type KeyStats struct {
 	// What the server's quota headers say now (see ParseQuota), as the key
 	// mirrors them: Remaining is what the server's count leaves the key,
 	// its requests on their way taken off; Reset the end of the window,
-	// if the quota is one and its reset is known. Remaining is -1 for a
-	// key whose server sends no quota headers. Not in Stats.Total.
+	// if the quota is one and its reset is known; of several IETF
+	// policies, those of the one that leaves the least. Remaining is -1
+	// for a key whose server sends no quota headers. Not in Stats.Total.
 	Remaining int
 	Reset     time.Time
 
@@ -135,12 +136,15 @@ func (ks *keyState) snapshot(t *Transport, now time.Time) KeyStats {
 			s.PaceFrom = PaceLearned
 		}
 	}
-	if m := ks.mirror(); m != nil {
-		mono := t.since(now)
+	mono := t.since(now)
+	for m := range ks.mirrors() {
+		// Of several policies, the one that leaves the least.
 		m.rollover(mono, ks.admitted)
-		s.Remaining = int(max(0, m.tokens(mono, ks.outUnits)))
-		if m.kind != kindBucket && m.kind != kindLog && m.resetAt > mono {
-			s.Reset = now.Add(m.resetAt - mono)
+		if left := int(max(0, m.tokens(mono, ks.outUnits))); s.Remaining < 0 || left < s.Remaining {
+			s.Remaining, s.Reset = left, time.Time{}
+			if m.kind != kindBucket && m.kind != kindLog && m.resetAt > mono {
+				s.Reset = now.Add(m.resetAt - mono)
+			}
 		}
 		if r := rate.Limit(m.rate); m.kind == kindBucket && r > 0 && (s.Rate == 0 || r < s.Rate) {
 			s.Rate, s.PaceFrom = r, PaceHeaders

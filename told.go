@@ -180,6 +180,7 @@ func (ks *keyState) sawQuota(ok bool) {
 
 // told mirrors the server's count of the key's quota.
 type told struct {
+	policy     string        // the IETF policy it mirrors (see toldpolicies.go); "" for the other fields
 	limit      int           // the most the server holds at once (Limit; else the most Remaining seen)
 	depth      int           // the most Remaining seen, counting an accepted answer's own, within Limit: a bucket's depth
 	left       int           // what remained, as of leftAt: see read
@@ -245,7 +246,9 @@ type told struct {
 // when inflight of our requests were still on their way; accepted says the
 // server counted the request, as n (its cost: see Cost). Requests are
 // counted in units throughout: adm and admitted are numbers of units, and
-// inflight the units of the requests on their way.
+// inflight the units of the requests on their way. A refusal, !accepted,
+// is news of this quota's only when blamed: another policy listed on the
+// same answer may have refused it (see toldpolicies.go).
 //
 // The server counts requests in about the order they were sent, but not
 // exactly: requests sent together are counted in any order. So for a
@@ -253,10 +256,13 @@ type told struct {
 // request the server counted after it is one still on its way; for a
 // bucket, whose count climbs, the answer to the latest admission is the
 // latest count, within the few requests sent together.
-func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, inflight int64, n int, accepted bool) {
+func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, inflight int64, n int, accepted, blamed bool) {
 	if accepted {
 		m.acc += int64(n)
 		m.accepted(now, n)
+	} else if !blamed {
+		// Another policy's refusal: this one's reading stands, and says
+		// nothing of its kind.
 	} else if (m.kind == kindBucket || m.kind == kindLog && !m.logRefused) && adm > m.refusedAdm {
 		// Refused: the bucket refills slower than measured, or others
 		// spend more of it. Once per refusal episode, a fifth less, and a
@@ -435,7 +441,12 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 		case m.kind == kindBucket:
 			m.resetAt = 0 // a bucket's reset says when it is full, not when it refills
 		case m.resetAt <= now || at < m.resetAt:
-			m.resetAt = at // the tightest: a reset rounded up is late by less than a second
+			// The tightest: a reset rounded up is late by less than a
+			// second. Each policy of several has a mirror of its own
+			// (toldpolicies.go), so the earlier is never another
+			// policy's: one that ran out, stating a later reset, is not
+			// let go at the other's (found in review, R7 (6)).
+			m.resetAt = at
 		}
 	}
 }

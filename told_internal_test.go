@@ -58,7 +58,7 @@ func TestUnknownKindIsHeldToALogAfterTheReset(t *testing.T) {
 		adm++
 		q := Quota{Limit: n, Remaining: n - 1 - i, Reset: time.Second,
 			HasLimit: true, HasRemaining: true, HasReset: true}
-		m.read(q, sent+time.Millisecond, sent, adm, adm, 0, 1, true)
+		m.read(q, sent+time.Millisecond, sent, adm, adm, 0, 1, true, true)
 	}
 	if m.kind != kindUnknown {
 		t.Fatalf("kind %v, want still unknown", m.kind)
@@ -99,7 +99,7 @@ func TestLogVerdictIsOverturnedByALevelNoLogHolds(t *testing.T) {
 				m.accepted(1200*time.Millisecond+time.Duration(i)*50*time.Millisecond, 1)
 			}
 			q := Quota{Limit: 20, Remaining: c.r, Reset: time.Second, HasLimit: true, HasRemaining: true, HasReset: true}
-			m.read(q, 2*time.Second, 2*time.Second-time.Millisecond, 11, 11, 0, 1, true)
+			m.read(q, 2*time.Second, 2*time.Second-time.Millisecond, 11, 11, 0, 1, true, true)
 			if m.kind != c.wantKind {
 				t.Errorf("kind %d after Remaining %d, want %d", m.kind, c.r, c.wantKind)
 			}
@@ -173,7 +173,7 @@ func TestSharedWindowReadLateAfterItsResetStaysAWindow(t *testing.T) {
 			// 20 left, one of them ours: others spent 79 since the reset.
 			q := Quota{Limit: 100, Remaining: 20, Reset: time.Second, Window: time.Second,
 				HasLimit: true, HasRemaining: true, HasReset: true}
-			m.read(q, now, now-time.Millisecond, 501, 501, 0, 1, true)
+			m.read(q, now, now-time.Millisecond, 501, 501, 0, 1, true, true)
 			if m.kind != c.want {
 				t.Errorf("kind %v after 20 remain %v after the reset, want %v", m.kind, c.after, c.want)
 			}
@@ -200,7 +200,7 @@ func TestShortWindowResetIsDueAWindowLengthAfterTheLast(t *testing.T) {
 	m.rollover(now, 500)
 	m.took(now-time.Millisecond, 0, 1)
 	refused := Quota{Limit: 100, Remaining: 0, Reset: time.Second, HasLimit: true, HasRemaining: true, HasReset: true}
-	m.read(refused, now, now-time.Millisecond, 501, 501, 0, 1, false)
+	m.read(refused, now, now-time.Millisecond, 501, 501, 0, 1, false, true)
 	if m.resetAt != ms(12003) {
 		t.Errorf("next reset %v, want 12.003s: a window's length after the last", m.resetAt)
 	}
