@@ -70,12 +70,11 @@ import (
 // only a window that held at least half of that when the throttled attempt
 // was sent: a window far from its limit was not what the server objected
 // to. And only by a refusal that pauses the key: one that asks for more
-// than 2 s, or refusals that dominate (see pause.go's collision), the
-// episode's later ones too; a lone one that asks less is a collision, of
-// a kind a server sends at random (found in review: one in a hundred so
-// took a window of 100 a second configured at the quota to 6x the ideal,
-// each pausing the key a second and cutting the window for minutes). A
-// window the server spent refuses what follows it as well. It climbs back by a twentieth of N per quiet 30 seconds: a window
+// than 2 s, or refusals of a window spent (see spentWindow), the
+// episode's later ones; a lone one that asks less is a collision, of a
+// kind a server sends at random (found in review: one in a hundred so took
+// a window of 100 a second configured at the quota to 6x the ideal, each
+// pausing the key a second and cutting the window for minutes). It climbs back by a twentieth of N per quiet 30 seconds: a window
 // counts over its whole length, so a quick climb would only collide again.
 //
 // These rules are for a configured pace (and the configured windows). A
@@ -127,6 +126,8 @@ type adaptation struct {
 	spent     bool          // the last episode refused more than one attempt (see rule 2)
 	unhelped  uint8         // cuts in a row that did not help (0 or 1)
 	winsCut   bool          // the windows were cut in this episode
+	epiNo     int32         // the answers refused since the episode began, its first included
+	epiOK     int32         // and those not refused
 }
 
 // longAgo is the time, from the epoch, of what never happened: any wait
@@ -237,7 +238,8 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 	if tk.probe || tk.adm <= a.cutAdm {
 		if !tk.probe && a.cutAdm != 0 {
 			a.spent = true // another refusal of the episode: see rule 2
-			if !a.winsCut && at >= a.noiseEnd && ks.health.refusing() {
+			a.epiNo++
+			if !a.winsCut && at >= a.noiseEnd && a.spentWindow() {
 				// The episode's first refusal, taken for a lone one, has
 				// company: the windows are cut now, and what was sent
 				// before belongs to this episode.
@@ -249,6 +251,7 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 	}
 	spent := a.spent
 	a.cutAdm, a.spent, a.winsCut = ks.admitted, false, false
+	a.epiNo, a.epiOK = 1, 0
 	run, last := ev.run, a.episodeAt
 	recurring := at-last < recurWithin
 	ev.run, a.episodeAt = 0, at
@@ -285,7 +288,7 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 	if at < a.noiseEnd {
 		return
 	}
-	if wait > coarseWait || ks.health.refusing() {
+	if wait > coarseWait {
 		ks.cutWindows(tk.mono, at)
 	}
 	switch {
@@ -334,6 +337,15 @@ func (ks *keyState) setPace(now time.Time, at time.Duration, to, ceil rate.Limit
 	ks.lim.SetLimitAt(now, to)
 	a.quietAt, a.adjusted, a.calming = at, at, true
 	ks.ev.restart(at, ks.admitted)
+}
+
+// spentWindow reports whether the refusals since the episode began are
+// those of a window spent: the server refuses what follows until it gives
+// back, so they are three or more, and most of the answers since. A
+// window sends its N at once when it can: refusals at random then come
+// close together, a few among many accepted.
+func (a *adaptation) spentWindow() bool {
+	return a.epiNo >= 3 && a.epiNo > a.epiOK
 }
 
 // cutWindows cuts the key's windows near their limit (see cut) for a

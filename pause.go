@@ -166,6 +166,7 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		ks.ev.answered(at) // not refused for the quota: evidence of what it bears
 		if ks.tr != nil {
 			ks.ev.record(false) // (adapt.go's rule 3 counts from the first trouble)
+			ks.tr.adapt.epiOK++
 		}
 	}
 	if h.hasQ && h.quota.HasRemaining && (ok || ks.mirror() != nil) {
@@ -307,16 +308,21 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 // configured windows (adapt.go: found in review, pausing the key a second
 // for each made a configured key slower than an unpaced one under random
 // refusals, 2-3x the ideal at one in a hundred, and a window of 100 a
-// second 6x; a window spent refuses what follows too, and refusals that
-// dominate pause the key and cut the windows), or by the server's count
+// second 6x; a window spent refuses what follows too: refusals that are
+// most of the episode's answers pause the key and cut the windows, see
+// spentWindow), or by the server's count
 // alone, which the headers show to be a bucket (told.go; the refusal has
 // cut its rate). Windows the headers tell refuse until they give back:
 // their refusals pause the key.
 func (ks *keyState) collision(h hint) bool {
-	if h.wait > coarseWait || ks.health.refusing() {
+	switch {
+	case h.wait > coarseWait:
 		return false
-	}
-	if ks.learned() || ks.lim != nil || len(ks.wins) > 0 {
+	case len(ks.wins) > 0:
+		return !ks.tr.adapt.spentWindow()
+	case ks.health.refusing():
+		return false
+	case ks.learned() || ks.lim != nil:
 		return true
 	}
 	// A window or a log refuses until it gives back. (The policy that

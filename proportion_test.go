@@ -612,15 +612,16 @@ func TestRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
 // for a second or two is a collision to a window as to a pace: only the
 // refused request waits, and the window is cut when refusals dominate.
 func TestRandomRefusalsDoNotSinkAWindow(t *testing.T) {
-	for seed := range int64(3) {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+	for seed := range int64(6) {
+		n := 100 + 100*int(seed%2) // a window sends its N at once: the refusals among 200 come closer together
+		t.Run(fmt.Sprint("N", n, "seed", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				api := throttletest.NewAPI(nearby(throttletest.Config{Refused: 0.01,
-					Limits: []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}}}, seed))
+					Limits: []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: n, Per: time.Second}}}, seed))
 				rt := throttle.New(api, throttle.WithPolicy(throttle.Policy{
-					Windows: []throttle.Window{{N: 100, Per: time.Second}}}))
+					Windows: []throttle.Window{{N: n, Per: time.Second}}}))
 				defer rt.Close()
-				took := job(t, rt, 2000)
+				took := job(t, rt, 20*n)
 				ideal := 19 * time.Second // 20 windows, the first at once
 				st := api.Stats().Total
 				t.Logf("took %v (%.3fx the ideal), %d refused", took, took.Seconds()/ideal.Seconds(), st.Throttled)

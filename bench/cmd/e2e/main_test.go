@@ -66,13 +66,13 @@ func TestPolicyScale(t *testing.T) {
 
 func TestPick(t *testing.T) {
 	for filter, want := range map[string]int{
-		"":             57,
+		"":             58,
 		"bucket,date":  4,
 		"seconds,date": 6, // the quiet six
-		"noisy":        6,
+		"noisy":        7,
 		"jitter":       2,
 		"bucket":       2,
-		"fixed":        3,
+		"fixed":        4,
 		"sliding":      2,
 		"untold":       45,
 		"untold-real":  18,

@@ -106,6 +106,13 @@ func noisyScenarios() []scenario {
 			targets: []target{everyRecord(), wallOverIdeal(1.005), no429s()},
 		},
 		{
+			// The same refusals to a window configured at the quota:
+			// each is a collision, not the window spent.
+			name: "noisy-fixed-1s-429", set: noisySet, quota: fixed, rows: pair,
+			noise:   noise{refused: 0.01},
+			targets: []target{everyRecord(), wallOverIdeal(1.15), wallVsPeer()},
+		},
+		{
 			name: "noisy-minute-window", set: noisySet, quota: minute, rows: pair,
 			noise:   noise{arrivalJitter: 2 * time.Millisecond},
 			targets: []target{everyRecord(), wallOverIdeal(1.005), no429s()},
