@@ -13,9 +13,9 @@ import (
 // policy, for the Transport's mirror of each (toldpolicies.go).
 func TestPolicyReadings(t *testing.T) {
 	for _, tt := range []struct {
-		name             string
-		rateLimit, polcy string
-		want             []Quota
+		name              string
+		rateLimit, policy string
+		want              []Quota
 	}{
 		{"one", `"burst";r=7;t=1`, `"burst";q=10;w=1`, nil},
 		{"two", `"burst";r=7;t=1, "day";r=120;t=45`, `"burst";q=10;w=1, "day";q=300;w=60`, []Quota{
@@ -36,8 +36,8 @@ func TestPolicyReadings(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := http.Header{"Ratelimit": {tt.rateLimit}}
-			if tt.polcy != "" {
-				h["Ratelimit-Policy"] = []string{tt.polcy}
+			if tt.policy != "" {
+				h["Ratelimit-Policy"] = []string{tt.policy}
 			}
 			var rs policyReadings
 			rs.read(h)
