@@ -70,7 +70,7 @@ import (
 // only a window that held at least half of that when the throttled attempt
 // was sent: a window far from its limit was not what the server objected
 // to. And only by a refusal that pauses the key: one that asks for more
-// than 2 s, or refusals of a window spent (see spentWindow), the
+// than 2 s, or refusals of a window spent (see refusalRun), the
 // episode's later ones; a lone one that asks less is a collision, of a
 // kind a server sends at random (found in review: one in a hundred so took
 // a window of 100 a second configured at the quota to 6x the ideal, each
@@ -125,9 +125,7 @@ type adaptation struct {
 	calming   bool          // a cut began the pause in force: its end restarts the quiet spell
 	spent     bool          // the last episode refused more than one attempt (see rule 2)
 	unhelped  uint8         // cuts in a row that did not help (0 or 1)
-	winsCut   bool          // the windows were cut in this episode
-	epiNo     int32         // the answers refused since the episode began, its first included
-	epiOK     int32         // and those not refused
+	run       refusalRun    // the refusals since the first of a run, for windows
 }
 
 // longAgo is the time, from the epoch, of what never happened: any wait
@@ -235,11 +233,11 @@ func (e *evidence) refusedMuch(admitted uint64, sending int32) bool {
 func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyond bool) {
 	a, ev := &ks.troubled().adapt, &ks.ev
 	ev.record(true)
+	a.run.refused(tk.adm)
 	if tk.probe || tk.adm <= a.cutAdm {
 		if !tk.probe && a.cutAdm != 0 {
 			a.spent = true // another refusal of the episode: see rule 2
-			a.epiNo++
-			if !a.winsCut && at >= a.noiseEnd && a.spentWindow() {
+			if !a.run.cut && at >= a.noiseEnd && a.run.spent() {
 				// The episode's first refusal, taken for a lone one, has
 				// company: the windows are cut now, and what was sent
 				// before belongs to this episode.
@@ -250,8 +248,7 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 		return // the probe's pace is no pace; older attempts are the same episode
 	}
 	spent := a.spent
-	a.cutAdm, a.spent, a.winsCut = ks.admitted, false, false
-	a.epiNo, a.epiOK = 1, 0
+	a.cutAdm, a.spent = ks.admitted, false
 	run, last := ev.run, a.episodeAt
 	recurring := at-last < recurWithin
 	ev.run, a.episodeAt = 0, at
@@ -288,7 +285,7 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 	if at < a.noiseEnd {
 		return
 	}
-	if wait > coarseWait {
+	if wait > coarseWait || !a.run.cut && a.run.spent() {
 		ks.cutWindows(tk.mono, at)
 	}
 	switch {
@@ -339,13 +336,47 @@ func (ks *keyState) setPace(now time.Time, at time.Duration, to, ceil rate.Limit
 	ks.ev.restart(at, ks.admitted)
 }
 
-// spentWindow reports whether the refusals since the episode began are
-// those of a window spent: the server refuses what follows until it gives
-// back, so they are three or more, and most of the answers since. A
-// window sends its N at once when it can: refusals at random then come
-// close together, a few among many accepted.
-func (a *adaptation) spentWindow() bool {
-	return a.epiNo >= 3 && a.epiNo > a.epiOK
+// refusalRun counts the answers to the attempts sent after a refusal, the
+// run's first, to tell a window spent from refusals at random: a window
+// spent refuses what follows it until it gives back, so its refusals are
+// most of those answers, whether they come back together or one at a time
+// (each then an episode of its own). A window sends its N at once when it
+// can: refusals at random come close together then, a few among many
+// accepted. Answers to attempts sent before the run's first refusal say
+// nothing of it.
+type refusalRun struct {
+	from uint64 // the admission of the run's first refusal; 0: no run
+	no   int32  // refusals counted, the first included
+	ok   int32  // answers not refused counted
+	cut  bool   // the run cut the windows
+}
+
+// refused counts a refusal of the attempt admitted adm, which begins a run
+// if none is on.
+func (r *refusalRun) refused(adm uint64) {
+	switch {
+	case r.from == 0:
+		*r = refusalRun{from: adm, no: 1}
+	case adm > r.from:
+		r.no++
+	}
+}
+
+// answered counts an answer, not refused, to the attempt admitted adm: a
+// run whose refusals are outnumbered ends.
+func (r *refusalRun) answered(adm uint64) {
+	if r.from == 0 || adm <= r.from {
+		return
+	}
+	if r.ok++; r.ok > r.no {
+		*r = refusalRun{}
+	}
+}
+
+// spent reports whether the run is a window's spent: three refusals or
+// more, and most of the answers counted.
+func (r *refusalRun) spent() bool {
+	return r.no >= 3 && r.no > r.ok
 }
 
 // cutWindows cuts the key's windows near their limit (see cut) for a
@@ -354,7 +385,7 @@ func (ks *keyState) cutWindows(sent, now time.Duration) {
 	for i := range ks.wins {
 		ks.wins[i].cut(sent, now)
 	}
-	ks.tr.adapt.winsCut = true
+	ks.tr.adapt.run.cut = true
 }
 
 // cut lowers the window's n after a throttled answer to an attempt sent at

@@ -166,7 +166,7 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		ks.ev.answered(at) // not refused for the quota: evidence of what it bears
 		if ks.tr != nil {
 			ks.ev.record(false) // (adapt.go's rule 3 counts from the first trouble)
-			ks.tr.adapt.epiOK++
+			ks.tr.adapt.run.answered(tk.adm)
 		}
 	}
 	if h.hasQ && h.quota.HasRemaining && (ok || ks.mirror() != nil) {
@@ -309,8 +309,8 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 // for each made a configured key slower than an unpaced one under random
 // refusals, 2-3x the ideal at one in a hundred, and a window of 100 a
 // second 6x; a window spent refuses what follows too: refusals that are
-// most of the episode's answers pause the key and cut the windows, see
-// spentWindow), or by the server's count
+// most of the answers since the first pause the key and cut the windows,
+// see refusalRun), or by the server's count
 // alone, which the headers show to be a bucket (told.go; the refusal has
 // cut its rate). Windows the headers tell refuse until they give back:
 // their refusals pause the key.
@@ -319,7 +319,7 @@ func (ks *keyState) collision(h hint) bool {
 	case h.wait > coarseWait:
 		return false
 	case len(ks.wins) > 0:
-		return !ks.tr.adapt.spentWindow()
+		return !ks.tr.adapt.run.spent()
 	case ks.health.refusing():
 		return false
 	case ks.learned() || ks.lim != nil:

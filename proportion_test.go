@@ -650,3 +650,45 @@ func TestWindowAboveQuotaSettlesAmidRandomRefusals(t *testing.T) {
 		assert.LessOrEqual(t, st.Throttled, int64(60), "a spent window is found, not hit each second")
 	})
 }
+
+// Found in review: the refusals of a window spent often come back one at a
+// time (a 429 answered at once, before the server's latency; a key paced
+// with few requests on their way), each an episode of its own: counted by
+// episode, they never looked like a window spent, so the key never paused,
+// and each cut the pace of a window with a Rate (100 on a fixed window of
+// 80: 3.35x the ideal, the pace at 30). Counted from the first refusal on,
+// they are most of the answers: the key pauses and the window is cut.
+func TestSpentWindowRefusingOneAtATimePausesTheKey(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		pol     throttle.Policy
+		workers int
+		latency time.Duration
+		most    int64 // refused: a first refusal, and those of what was on its way then
+	}{
+		{"window and Rate", throttle.Policy{Rate: 100, Burst: 5, Windows: []throttle.Window{{N: 100, Per: time.Second}}}, 16, 2 * time.Millisecond, 6},
+		{"window alone", throttle.Policy{Windows: []throttle.Window{{N: 100, Per: time.Second}}}, 4, 20 * time.Millisecond, 10},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(throttletest.Config{Latency: tt.latency, Limits: []throttletest.Limit{
+					{Algorithm: throttletest.FixedWindow, N: 80, Per: time.Second}}})
+				base := rtFunc(func(r *http.Request) (*http.Response, error) {
+					time.Sleep(time.Millisecond) // the network, each way
+					resp, err := api.RoundTrip(r)
+					time.Sleep(time.Millisecond)
+					return resp, err
+				})
+				rt := throttle.New(base, throttle.WithPolicy(tt.pol))
+				defer rt.Close()
+				took := jobOf(t, rt, 2000, tt.workers, "")
+				ideal := 24 * time.Second // 25 windows of 80, the first at once
+				st := rt.Stats()
+				t.Logf("took %v (%.3fx the ideal), %d refused, %d pauses", took, took.Seconds()/ideal.Seconds(), st.Total.Throttled, st.Total.Pauses)
+				assert.LessOrEqual(t, took.Seconds(), 1.2*ideal.Seconds())
+				assert.LessOrEqual(t, st.Total.Throttled, tt.most)
+				assert.Positive(t, st.Total.Pauses, "the window spent paused the key")
+			})
+		})
+	}
+}
