@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -26,6 +28,44 @@ type dials struct {
 }
 
 var _ redis.Hook = (*dials)(nil)
+
+// watched holds the dials of each client a Store was made with, by a weak
+// pointer to the client: go-redis has no way to take a hook off, so each
+// client gets one, whatever the number of Stores made with it (found in
+// review: a hook per Store kept every Store alive as long as its client,
+// and each dial went through all of them). An entry goes with its client.
+var watched sync.Map // weak.Pointer[redis.Client or ClusterClient or Ring] -> *dials
+
+// dialsOf returns the dials of client, hooked to it at the first call.
+func dialsOf(client redis.UniversalClient) *dials {
+	switch c := client.(type) {
+	case *redis.Client:
+		return register(c, client)
+	case *redis.ClusterClient:
+		return register(c, client)
+	case *redis.Ring:
+		return register(c, client)
+	}
+	d := new(dials) // a client of a type of its own: a hook per Store
+	d.watch(client)
+	return d
+}
+
+// register returns the dials of the client p, making and hooking them if
+// it has none yet.
+func register[T any](p *T, client redis.UniversalClient) *dials {
+	key := weak.Make(p)
+	if d, ok := watched.Load(key); ok {
+		return d.(*dials)
+	}
+	d := new(dials)
+	if old, loaded := watched.LoadOrStore(key, d); loaded {
+		return old.(*dials)
+	}
+	runtime.AddCleanup(p, func(k weak.Pointer[T]) { watched.Delete(k) }, key)
+	d.watch(client)
+	return d
+}
 
 // watch adds d to client's hooks: to the nodes a cluster or ring client
 // makes from now on (their dials are theirs, not the client's), else to

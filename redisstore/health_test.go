@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/throttlehttp/throttle"
 )
 
@@ -190,4 +194,27 @@ func TestNoAnswerSaysWhy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Stores made with one client share one hook of it (go-redis cannot take
+// a hook off): a Store is freed with nothing of its own held by the client
+// (found in review: a hook per Store kept 2,000 Stores alive, and made New
+// 37 times slower).
+func TestStoresOfOneClientShareOneHook(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer c.Close()
+	a, b := New(c), New(c)
+	assert.Same(t, a.dials, b.dials, "one hook for the client")
+	var freed atomic.Int64
+	const n = 100
+	for range n {
+		runtime.AddCleanup(New(c), func(f *atomic.Int64) { f.Add(1) }, &freed)
+	}
+	for i := 0; i < 1000 && freed.Load() < n; i++ {
+		runtime.GC()
+		runtime.Gosched()
+	}
+	assert.EqualValues(t, n, freed.Load(), "the Stores were freed")
+	runtime.KeepAlive(a)
+	runtime.KeepAlive(b)
 }

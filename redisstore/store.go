@@ -31,7 +31,7 @@ type Store struct {
 	client redis.UniversalClient
 	cfg    config
 	health health
-	dials  dials                 // why the client's dials fail, if they do
+	dials  *dials                // why the client's dials fail, if they do (shared by the Stores of one client)
 	local  *throttle.MemoryStore // FailOpen's, while Redis is away
 
 	mu      sync.Mutex
@@ -45,10 +45,11 @@ var _ throttle.Store = (*Store)(nil)
 // client, a cluster client, a failover client...). Make the client with
 // Options.ContextTimeoutEnabled set, so that WithTimeout bounds each call
 // on the socket too. New adds a hook to the client (to the nodes that a
-// cluster or ring client makes from then on), which leaves its commands
-// alone and notes why its dials fail, so that a call without an answer
-// says why (a refused connection, a failed TLS handshake). New panics on a
-// nil client or an option out of range.
+// cluster or ring client makes from then on), once per client however
+// many Stores are made with it, which leaves its commands alone and notes
+// why its dials fail, so that a call without an answer says why (a
+// refused connection, a failed TLS handshake). New panics on a nil client
+// or an option out of range.
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	if client == nil {
 		panic("redisstore: New with a nil client")
@@ -58,7 +59,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 		o.apply(&cfg)
 	}
 	s := &Store{client: client, cfg: cfg, local: throttle.NewMemoryStore()}
-	s.dials.watch(client)
+	s.dials = dialsOf(client)
 	return s
 }
 
