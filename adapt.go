@@ -70,7 +70,8 @@ import (
 // only a window that held at least half of that when the throttled attempt
 // was sent: a window far from its limit was not what the server objected
 // to. And only by a refusal that pauses the key: one that asks for more
-// than 2 s, or refusals of a window spent (see refusalRun), the
+// than 2 s, or refusals of a window spent (see refusalRun and
+// loneRefusals), the
 // episode's later ones; a lone one that asks less is a collision, of a
 // kind a server sends at random (found in review: one in a hundred so took
 // a window of 100 a second configured at the quota to 6x the ideal, each
@@ -126,6 +127,7 @@ type adaptation struct {
 	spent     bool          // the last episode refused more than one attempt (see rule 2)
 	unhelped  uint8         // cuts in a row that did not help (0 or 1)
 	run       refusalRun    // the refusals since the first of a run, for windows
+	lone      loneRefusals  // the lone refusals of windows in a row
 }
 
 // longAgo is the time, from the epoch, of what never happened: any wait
@@ -234,6 +236,9 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 	a, ev := &ks.troubled().adapt, &ks.ev
 	ev.record(true)
 	a.run.refused(tk.adm)
+	if a.run.no == 1 && len(ks.wins) > 0 {
+		a.lone.refused(ks.wins, &tk, at, &a.run)
+	}
 	if tk.probe || tk.adm <= a.cutAdm {
 		if !tk.probe && a.cutAdm != 0 {
 			a.spent = true // another refusal of the episode: see rule 2
@@ -377,6 +382,54 @@ func (r *refusalRun) answered(adm uint64) {
 // more, and most of the answers counted.
 func (r *refusalRun) spent() bool {
 	return r.no >= 3 && r.no > r.ok
+}
+
+// loneRefusals tells a window spent by refusals that come one at a time,
+// each followed by answers accepted: a key with a worker or two, each
+// refused request waiting its Retry-After, the next ones sent after the
+// server's window gave back. Such refusals come window after window after
+// as many admissions each time, the server's limit (and the retry); those
+// at random come after any number.
+type loneRefusals struct {
+	adm uint64        // the admission of the last one
+	gap uint64        // the admissions from the one before to it
+	at  time.Duration // when it came
+	n   int8          // gaps in a row of that length
+}
+
+// loneRepeat is how many gaps in a row of one length (within a fiftieth),
+// between lone refusals each within three of the window's lengths of the
+// one before, make a window spent.
+const loneRepeat = 2
+
+// refused notes the first refusal of a run, of the attempt tk refused at
+// now; the run is taken for a window spent at the third in a row.
+func (l *loneRefusals) refused(wins []windowLog, tk *ticket, now time.Duration, run *refusalRun) {
+	near, per := false, time.Duration(0)
+	for i := range wins {
+		w := &wins[i]
+		if float64(w.count(tk.mono)) >= nearShare*float64(w.n) {
+			near, per = true, max(per, w.Per)
+		}
+	}
+	if !near {
+		*l = loneRefusals{} // far from its limits: not what the server objected to
+		return
+	}
+	gap := tk.adm - l.adm
+	switch {
+	case l.adm == 0 || tk.adm <= l.adm || now-l.at > 3*per:
+		l.n = 0
+	case l.gap > 0 && max(gap, l.gap)-min(gap, l.gap) <= max(1, gap/50):
+		l.n++
+	default:
+		l.n = 1 // a first gap
+	}
+	l.adm, l.gap, l.at = tk.adm, gap, now
+	if l.n > loneRepeat {
+		*l = loneRefusals{}
+		run.no = 3 // spent: see refusalRun
+	}
 }
 
 // cutWindows cuts the key's windows near their limit (see cut) for a
