@@ -52,9 +52,10 @@ const usageTail = `
 Ctrl-C starts no more uploads, lets those under way finish (Ctrl-C again
 cancels them) and prints the summary with the records not sent.
 
-Exit status: 0 when every record was uploaded, 1 when some failed or were
-refused unsent (the API paused for longer than the longest Retry-After
-honoured), 2 for bad flags or input, 130 when interrupted (Ctrl-C).
+Exit status: 0 when every record was uploaded, 1 when some failed, 130
+when interrupted (Ctrl-C), 1 when some were refused unsent (the API paused
+for longer than the longest Retry-After honoured), 2 for bad flags or
+input.
 `
 
 // parse reads the command line. The error is flag.ErrHelp after -h (the

@@ -21,9 +21,9 @@
 //
 // Ctrl-C stops starting records; the ones under way finish and every record
 // is reported as uploaded, failed or not sent. A second Ctrl-C cancels those
-// under way. The exit status is 1 if any record failed or was refused
-// unsent (the API paused the key for longer than the longest Retry-After
-// honoured), 130 if interrupted.
+// under way. The exit status is 1 if any record failed, 130 if
+// interrupted, and 1 if any record was refused unsent (the API paused the
+// key for longer than the longest Retry-After honoured).
 //
 // With -journal FILE a run can be resumed: each record sent is appended to
 // FILE and fsynced before it counts as done, and the same command run
@@ -150,7 +150,11 @@ func (a *app) main(stop, abort context.Context, args []string) int {
 	s := a.upload(stop, abort, o, recs, j)
 	s.print(a.stdout, o.asJSON)
 	switch {
-	case s.Failed > 0 || len(s.NotSentList) > 0 || s.JournalError != "":
+	case s.Failed > 0 || s.JournalError != "":
+		return 1
+	case stop.Err() != nil && s.NotSent > 0:
+		return 130 // what a second Ctrl-C cancelled is the interrupt's too
+	case len(s.NotSentList) > 0:
 		return 1
 	case s.NotSent > 0:
 		return 130

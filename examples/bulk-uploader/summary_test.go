@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -131,4 +132,41 @@ func TestPausedRecordsAreNotSent(t *testing.T) {
 	s.print(&text, false)
 	assert.Contains(t, text.String(), fmt.Sprintf("%d failed, %d not sent", s.Failed, s.NotSent))
 	assert.NotContains(t, text.String(), "interrupted")
+}
+
+// Records whose first attempt a second Ctrl-C cancelled while it waited
+// its turn were not sent, not failed (found in review: only ErrPaused's
+// refusals were told so): the summary lists them with why, and counts no
+// attempt for them.
+func TestCancelledWaitsAreNotSent(t *testing.T) {
+	var code int
+	var out, errs bytes.Buffer
+	var requests atomic.Int64
+	synctest.Test(t, func(t *testing.T) {
+		ok := func(throttletest.Config) (string, *throttletest.API, http.RoundTripper, func()) {
+			return "http://demo.test", nil, rtFunc(func(r *http.Request) (*http.Response, error) {
+				requests.Add(1)
+				return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Body: http.NoBody, Request: r}, nil
+			}), func() {}
+		}
+		stop, stopNow := context.WithCancel(context.Background())
+		abort, abortNow := context.WithCancel(context.Background())
+		go func() {
+			time.Sleep(2500 * time.Millisecond) // two Ctrl-Cs, records waiting their turn
+			stopNow()
+			abortNow()
+		}()
+		a := &app{stdout: &out, stderr: &errs, demo: ok}
+		code = a.main(stop, abort, []string{"-json", "-n", "40", "-workers", "4", "-rate", "1", "-burst", "1"})
+	})
+	var s summary
+	require.NoError(t, json.Unmarshal(out.Bytes(), &s), errs.String())
+	assert.EqualValues(t, requests.Load(), s.Uploaded, "what was sent was uploaded")
+	assert.Zero(t, s.Failed)
+	assert.Equal(t, 40-s.Uploaded, s.NotSent)
+	require.NotEmpty(t, s.NotSentList, "the workers' waiting records were refused unsent")
+	for _, f := range s.NotSentList {
+		assert.Contains(t, f.Error, "context canceled", f.ID)
+	}
+	assert.Equal(t, 130, code, "interrupted")
 }

@@ -73,14 +73,15 @@ dispatch:
 }
 
 // unsent reports whether err says that nothing of the record was sent: the
-// transport refused its first attempt with throttle.ErrPaused, the key
-// being paused for longer than the longest Retry-After honoured (found in
-// review: such records were listed as failed). A retry so refused ends
-// with the last response, or, after a network error, with the refusal:
-// an attempt went before it, so that record failed.
+// transport refused its first attempt while it waited its turn (the key
+// paused for longer than the longest Retry-After honoured, a wait past the
+// deadline, a full queue, the shared store away with FailClosed, a second
+// Ctrl-C; found in review: such records were listed as failed). A retry so
+// refused ends with the last response, or, after a network error, with the
+// refusal: an attempt went before it, so that record failed.
 func unsent(err error) bool {
 	var w *throttle.WaitError
-	return errors.Is(err, throttle.ErrPaused) && errors.As(err, &w) && w.Attempt == 1
+	return errors.As(err, &w) && w.Attempt == 1
 }
 
 // client is the HTTP side of the job: throttle's Transport, or with -naive
