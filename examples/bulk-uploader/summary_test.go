@@ -102,15 +102,7 @@ func TestPausedRecordsAreNotSent(t *testing.T) {
 	var out, text bytes.Buffer
 	var requests atomic.Int64
 	synctest.Test(t, func(t *testing.T) {
-		paused := func(throttletest.Config) (string, *throttletest.API, http.RoundTripper, func()) {
-			return "http://demo.test", nil, rtFunc(func(r *http.Request) (*http.Response, error) {
-				requests.Add(1)
-				return &http.Response{
-					StatusCode: http.StatusTooManyRequests, Status: "429 Too Many Requests",
-					Header: http.Header{"Retry-After": {"3600"}}, Body: http.NoBody, Request: r,
-				}, nil
-			}), func() {}
-		}
+		paused := answering(&requests, http.StatusTooManyRequests, http.Header{"Retry-After": {"3600"}})
 		a := &app{stdout: &out, stderr: io.Discard, demo: paused}
 		code = a.main(context.Background(), context.Background(), []string{"-json", "-n", "20", "-workers", "1"})
 	})
@@ -143,12 +135,7 @@ func TestCancelledWaitsAreNotSent(t *testing.T) {
 	var out, errs bytes.Buffer
 	var requests atomic.Int64
 	synctest.Test(t, func(t *testing.T) {
-		ok := func(throttletest.Config) (string, *throttletest.API, http.RoundTripper, func()) {
-			return "http://demo.test", nil, rtFunc(func(r *http.Request) (*http.Response, error) {
-				requests.Add(1)
-				return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Body: http.NoBody, Request: r}, nil
-			}), func() {}
-		}
+		ok := answering(&requests, http.StatusOK, nil)
 		stop, stopNow := context.WithCancel(context.Background())
 		abort, abortNow := context.WithCancel(context.Background())
 		go func() {
@@ -169,4 +156,16 @@ func TestCancelledWaitsAreNotSent(t *testing.T) {
 		assert.Contains(t, f.Error, "context canceled", f.ID)
 	}
 	assert.Equal(t, 130, code, "interrupted")
+}
+
+// answering is a demo API (see app.demo) that answers every request with
+// status and header, counting the requests in n.
+func answering(n *atomic.Int64, status int, header http.Header) func(throttletest.Config) (string, *throttletest.API, http.RoundTripper, func()) {
+	return func(throttletest.Config) (string, *throttletest.API, http.RoundTripper, func()) {
+		return "http://demo.test", nil, rtFunc(func(r *http.Request) (*http.Response, error) {
+			n.Add(1)
+			return &http.Response{StatusCode: status, Status: fmt.Sprint(status, " ", http.StatusText(status)),
+				Header: header, Body: http.NoBody, Request: r}, nil
+		}), func() {}
+	}
 }
