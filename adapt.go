@@ -235,7 +235,9 @@ func (e *evidence) refusedMuch(admitted uint64, sending int32) bool {
 func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyond bool) {
 	a, ev := &ks.troubled().adapt, &ks.ev
 	ev.record(true)
-	a.run.refused(&tk)
+	if len(ks.wins) > 0 {
+		a.run.refused(&tk, spentNeed(ks.wins, tk.cost))
+	}
 	if a.run.no == 1 && len(ks.wins) > 0 {
 		a.lone.refused(ks.wins, &tk, at, ks.sending, &a.run)
 	}
@@ -350,30 +352,49 @@ func (ks *keyState) setPace(now time.Time, at time.Duration, to, ceil rate.Limit
 // can: refusals at random come close together then, a few among many
 // admitted (a 429 comes back at once, before the answers accepted among
 // which it was sent: found in review, three random ones of a burst of 500
-// were taken for a window spent, 1.8-7x the ideal). Answers to attempts
-// sent before the run's first refusal say nothing of it.
+// were taken for a window spent, 1.8-7x the ideal). Accepted answers to
+// attempts sent before the run's first refusal say nothing of it; their
+// refusals count, and widen what it spans.
 type refusalRun struct {
-	from  uint64 // the first unit of the run's first refusal; 0: no run
+	from  uint64 // the first unit of the earliest attempt refused in the run; 0: no run
 	last  uint64 // the last unit of the latest refusal counted
 	units uint64 // the units of the refusals counted
 	no    int32  // refusals counted, the first included
 	ok    int32  // answers not refused counted
+	need  int32  // refusals that can tell a window spent (see spentNeed)
 	cut   bool   // the run cut the windows
 	lone  bool   // lone refusals in a row took it for a window spent (see loneRefusals)
 }
 
-// refused counts a refusal of the attempt tk, which begins a run if none
-// is on.
-func (r *refusalRun) refused(tk *ticket) {
-	first := tk.adm - uint64(tk.cost) + 1
-	switch {
-	case r.from == 0:
-		*r = refusalRun{from: first, last: tk.adm, units: uint64(tk.cost), no: 1}
-	case first > r.from:
-		r.no++
-		r.units += uint64(tk.cost)
-		r.last = max(r.last, tk.adm)
+// spentNeed is how many refusals tell a window spent, for an attempt of
+// cost units: three, but for windows that hold fewer than 30 attempts of
+// it, a tenth of what they hold, at least one (found in review: a window
+// of 100 units, 3 attempts of 30, set a third above the server's was
+// refused one or two attempts a window, never three, half of them, and
+// never cut).
+func spentNeed(wins []windowLog, cost int32) int32 {
+	need := int32(3)
+	for i := range wins {
+		need = min(need, max(1, int32(min(int64(wins[i].n)/int64(cost)/10, 3))))
 	}
+	return need
+}
+
+// refused counts a refusal of the attempt tk, which begins a run if none
+// is on; need is spentNeed's for it.
+func (r *refusalRun) refused(tk *ticket, need int32) {
+	first := tk.adm - uint64(tk.cost) + 1
+	if r.from == 0 {
+		*r = refusalRun{from: first, last: tk.adm, units: uint64(tk.cost), no: 1, need: need}
+		return
+	}
+	// A refusal of an attempt sent before the run's first counts too, and
+	// widens what the run spans: those on their way together come back
+	// in any order (found in review: four refused at once, the last sent
+	// first, counted as one).
+	r.no++
+	r.units += uint64(tk.cost)
+	r.from, r.last = min(r.from, first), max(r.last, tk.adm)
 }
 
 // answered counts an answer, not refused, to the attempt admitted adm: a
@@ -388,18 +409,20 @@ func (r *refusalRun) answered(adm uint64) {
 }
 
 // spent reports whether the run is a window's spent: three refusals or
-// more, most of the answers counted and most of the units admitted from
-// the first to the last.
+// more (see spentNeed), most of the answers counted and most of the units
+// admitted from the first to the last.
 func (r *refusalRun) spent() bool {
-	return r.lone || r.no >= 3 && r.no > r.ok && 2*r.units > r.last-r.from+1
+	return r.lone || r.no >= r.need && r.no > r.ok && 2*r.units > r.last-r.from+1
 }
 
 // loneRefusals tells a window spent by refusals that come one at a time,
 // each followed by answers accepted: a key with a worker or two, each
 // refused request waiting its Retry-After, the next ones sent after the
-// server's window gave back. Such refusals come window after window after
-// about as many admissions each time, the server's limit (and the retry),
-// half a window's or more; those at random come after any number.
+// server's window gave back. Such refusals come window after window, each
+// after about as many admissions as the one before (within a fifth: found
+// in review, against a fixed window with Retry-After in whole seconds,
+// 81, 121, 100, 81...), half a window's or more; those at random come
+// after any number.
 type loneRefusals struct {
 	adm uint64        // the admission of the last one
 	gap uint64        // the admissions from the one before to it
@@ -408,15 +431,16 @@ type loneRefusals struct {
 }
 
 const (
-	loneRepeat  = 2  // gaps in a row about as long as the first make a window spent,
-	loneWithin  = 10 // within this share (1/10) of each other,
-	loneSending = 2  // while no more attempts than this are on their way
+	loneRepeat  = 2 // gaps in a row about as long as the one before make a window spent,
+	loneWithin  = 5 // within this share (1/5) of the longer,
+	loneSending = 2 // while no more attempts than this are on their way
 )
 
 // refused notes the first refusal of a run, of the attempt tk refused at
 // now, with sending attempts on their way: lone refusals each within three
 // of the window's lengths of the one before, after about as many
-// admissions, half the window's or more, take the run for a window spent.
+// admissions as the gap before, half the window's or more, take the run
+// for a window spent.
 func (l *loneRefusals) refused(wins []windowLog, tk *ticket, now time.Duration, sending int32, run *refusalRun) {
 	var w *windowLog
 	for i := range wins {
@@ -431,14 +455,14 @@ func (l *loneRefusals) refused(wins []windowLog, tk *ticket, now time.Duration, 
 	gap := tk.adm - l.adm
 	switch {
 	case l.adm == 0 || tk.adm <= l.adm || now-l.at > 3*w.Per || 2*gap < uint64(w.n):
-		l.n = 0
-	case l.gap > 0 && max(gap, l.gap)-min(gap, l.gap) <= max(1, gap/loneWithin):
+		l.n, gap = 0, 0
+	case l.gap > 0 && max(gap, l.gap)-min(gap, l.gap) <= max(gap, l.gap)/loneWithin:
 		l.n++
 	default:
-		l.n = 1 // a first gap
+		l.n = 0 // a first gap
 	}
 	l.adm, l.gap, l.at = tk.adm, gap, now
-	if l.n > loneRepeat {
+	if l.n >= loneRepeat {
 		*l = loneRefusals{}
 		run.lone = true
 	}
