@@ -71,12 +71,12 @@ import (
 // was sent: a window far from its limit was not what the server objected
 // to. And only by a refusal that pauses the key: one that asks for more
 // than 2 s, or refusals of a window spent (see refusalRun and
-// loneRefusals), the
-// episode's later ones; a lone one that asks less is a collision, of a
-// kind a server sends at random (found in review: one in a hundred so took
-// a window of 100 a second configured at the quota to 6x the ideal, each
-// pausing the key a second and cutting the window for minutes). It climbs back by a twentieth of N per quiet 30 seconds: a window
-// counts over its whole length, so a quick climb would only collide again.
+// loneRefusals); a lone one that asks less is a collision, of a kind a
+// server sends at random (found in review: one in a hundred so took a
+// window of 100 a second configured at the quota to 6x the ideal, each
+// pausing the key a second and cutting the window for minutes). It climbs
+// back by a twentieth of N per quiet 30 seconds: a window counts over its
+// whole length, so a quick climb would only collide again.
 //
 // These rules are for a configured pace (and the configured windows). A
 // key with no pace, no windows and no quota headers learns one from its

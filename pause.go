@@ -308,9 +308,8 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 // configured windows (adapt.go: found in review, pausing the key a second
 // for each made a configured key slower than an unpaced one under random
 // refusals, 2-3x the ideal at one in a hundred, and a window of 100 a
-// second 6x; a window spent refuses what follows too: refusals that are
-// most of the answers since the first pause the key and cut the windows,
-// see refusalRun), or by the server's count
+// second 6x; a window spent refuses what follows too: its refusals pause
+// the key and cut the windows, see refusalRun), or by the server's count
 // alone, which the headers show to be a bucket (told.go; the refusal has
 // cut its rate). Windows the headers tell refuse until they give back:
 // their refusals pause the key.
