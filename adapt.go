@@ -236,7 +236,11 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 	a, ev := &ks.troubled().adapt, &ks.ev
 	ev.record(true)
 	if len(ks.wins) > 0 {
-		a.run.refused(&tk, spentNeed(ks.wins, tk.cost))
+		need := int32(3)
+		if bits.OnesCount32(ks.health.refused) >= fewRefusals {
+			need = spentNeed(ks.wins, &tk)
+		}
+		a.run.refused(&tk, need)
 	}
 	if a.run.no == 1 && len(ks.wins) > 0 {
 		a.lone.refused(ks.wins, &tk, at, ks.sending, &a.run)
@@ -366,19 +370,27 @@ type refusalRun struct {
 	lone  bool   // lone refusals in a row took it for a window spent (see loneRefusals)
 }
 
-// spentNeed is how many refusals tell a window spent, for an attempt of
-// cost units: three, but for windows that hold fewer than 30 attempts of
-// it, a tenth of what they hold, at least one (found in review: a window
-// of 100 units, 3 attempts of 30, set a third above the server's was
-// refused one or two attempts a window, never three, half of them, and
-// never cut).
-func spentNeed(wins []windowLog, cost int32) int32 {
+// spentNeed is how many refusals tell a window spent, for the attempt tk,
+// while refusals are a fifth of the key's recent answers (fewRefusals;
+// else three): three, but for windows near their limit that hold fewer
+// than 30 attempts of its cost, a tenth of what they hold, at least one
+// (found in review: a window of 100 units, 3 attempts of 30, set a third
+// above the server's was refused one or two attempts a window, never
+// three, half of them, and never cut; and, without the fifth, every random
+// 429 to a window of 10 a second paused the key, 2-10x the ideal).
+func spentNeed(wins []windowLog, tk *ticket) int32 {
 	need := int32(3)
 	for i := range wins {
-		need = min(need, max(1, int32(min(int64(wins[i].n)/int64(cost)/10, 3))))
+		if w := &wins[i]; float64(w.count(tk.mono)) >= nearShare*float64(w.n) {
+			need = min(need, max(1, int32(min(int64(w.n)/int64(tk.cost)/10, 3))))
+		}
 	}
 	return need
 }
+
+// fewRefusals is the refusals among the key's last 20 answers from which
+// a window that holds few attempts needs fewer refusals to be told spent.
+const fewRefusals = 4
 
 // refused counts a refusal of the attempt tk, which begins a run if none
 // is on; need is spentNeed's for it.
