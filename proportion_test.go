@@ -744,17 +744,9 @@ func TestRandomRefusalsOfABigBurstDoNotSinkAWindow(t *testing.T) {
 	for seed := range int64(3) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				api := throttletest.NewAPI(throttletest.Config{Refused: 0.01, Seed: seed + 1,
-					Latency: 20 * time.Millisecond, LatencyJitter: 5 * time.Millisecond,
-					Limits: []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: 500, Per: time.Second}}})
-				rt := throttle.New(api, throttle.WithPolicy(throttle.Policy{
-					Windows: []throttle.Window{{N: 500, Per: time.Second}}}))
-				defer rt.Close()
-				took := jobOf(t, rt, 10000, 64, "")
-				ideal := 19 * time.Second // 20 windows, the first at once
-				st := rt.Stats().Total
-				t.Logf("took %v (%.3fx the ideal), %d refused, %d pauses", took, took.Seconds()/ideal.Seconds(), st.Throttled, st.Pauses)
-				assert.LessOrEqual(t, took.Seconds(), 1.2*ideal.Seconds())
+				x, st := windowAtItsQuota(t, throttletest.Config{Refused: 0.01, Seed: seed + 1,
+					Latency: 20 * time.Millisecond, LatencyJitter: 5 * time.Millisecond}, 500, 20, 64)
+				assert.LessOrEqual(t, x, 1.2)
 				assert.Zero(t, st.Pauses, "no window spent")
 			})
 		})
@@ -821,16 +813,25 @@ func TestSpentWindowOfFewCostlyRequestsIsCut(t *testing.T) {
 // the key and cut the window, 6-10x the ideal at one in 33.
 func TestRandomRefusalsDoNotSinkASmallWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := throttletest.NewAPI(throttletest.Config{Refused: 0.03, Seed: 1, Latency: time.Millisecond,
-			Limits: []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: 10, Per: time.Second}}})
-		rt := throttle.New(api, throttle.WithPolicy(throttle.Policy{
-			Windows: []throttle.Window{{N: 10, Per: time.Second}}}))
-		defer rt.Close()
-		took := jobOf(t, rt, 600, 8, "")
-		ideal := 59 * time.Second // 60 windows, the first at once
-		st := rt.Stats().Total
-		t.Logf("took %v (%.3fx the ideal), %d refused, %d pauses", took, took.Seconds()/ideal.Seconds(), st.Throttled, st.Pauses)
-		assert.LessOrEqual(t, took.Seconds(), 1.3*ideal.Seconds())
+		x, st := windowAtItsQuota(t, throttletest.Config{Refused: 0.03, Seed: 1, Latency: time.Millisecond}, 10, 60, 8)
+		assert.LessOrEqual(t, x, 1.3)
 		assert.LessOrEqual(t, st.Pauses, int64(2), "a chance cluster now and then, not every refusal")
 	})
+}
+
+// windowAtItsQuota runs windows' worth of records, with workers, through a
+// key configured with a window of n a second against cfg's API counting a
+// fixed window of n a second, and returns the time taken over the ideal
+// (all but the first window's at n a second) and the key's counters.
+func windowAtItsQuota(t *testing.T, cfg throttletest.Config, n, windows, workers int) (float64, throttle.KeyStats) {
+	t.Helper()
+	cfg.Limits = []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: n, Per: time.Second}}
+	api := throttletest.NewAPI(cfg)
+	rt := throttle.New(api, throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: n, Per: time.Second}}}))
+	defer rt.Close()
+	took := jobOf(t, rt, windows*n, workers, "")
+	ideal := time.Duration(windows-1) * time.Second // the first window at once
+	st := rt.Stats().Total
+	t.Logf("took %v (%.3fx the ideal), %d refused, %d pauses", took, took.Seconds()/ideal.Seconds(), st.Throttled, st.Pauses)
+	return took.Seconds() / ideal.Seconds(), st
 }
