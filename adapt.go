@@ -42,20 +42,34 @@ import (
 //     began: the count was spent, which refusals at random seldom show),
 //     or when it came after no more answers than twice what a resume
 //     lets go at once (the probe and a Burst).
-//  3. Recurring. An episode within 10 seconds of the one before cuts the
-//     pace to 0.8 of itself and leaves its ceiling at 0.95 of where the
-//     refusals came: collisions that keep coming, as when the network's
-//     jitter exceeds what the server's bucket absorbs, call for a pace a
-//     little below the quota. So when the refusals are dense (5 of the
-//     key's last 100 answers, or 3 of the last 20): the ceiling is then
-//     proven. Sparse ones, which a server also sends at random whatever
-//     the pace (a gateway's, another tenant's collision), take the pace
-//     and its ceiling no lower than 0.9 of what is proven (Policy.Rate,
-//     or what rule 1 or a dense rule 3 proved): found in review, one
-//     request in a hundred refused at random, each refusal within 10 s of
-//     the one before, took the ceiling down 5% a time to a third of the
-//     quota. A ceiling proven by a chance cluster of them climbs back as
-//     below, their later cuts breaking no quiet.
+//  3. Recurring. An episode within 10 seconds of the one before. When the
+//     refusals are dense (5 of the key's last 100 answers, or 3 of the
+//     last 20, counting only answers since the last cut by this rule or
+//     rule 1: each answer is evidence for one cut), they are the pace's
+//     doing: it goes to 0.8 of itself, or lower to what the share of
+//     answers accepted says the server bears (a pace several times the
+//     quota), or to half of itself when the server took no more than a
+//     resume lets go at once; its ceiling to 0.95 of it, or that share,
+//     proven. (Found in review: the same three refusals were counted again
+//     at each refusal after them, each cutting again; one request in 33
+//     refused at random took a configured pace to a fifth of the quota.)
+//     Sparse ones, which a server also sends at random whatever the pace
+//     (a gateway's, another tenant's collision), are tried: the ceiling
+//     goes a twentieth lower while the answers after it tell, at odds of
+//     20 to 1, whether refusals fell to a third of their share at the
+//     ceiling before, or came as often. Collisions that keep coming, as
+//     when the network's jitter exceeds what the server's bucket absorbs,
+//     or a pace a little over the quota, fall: the lower ceiling is
+//     proven, and the next sparse refusal tries another twentieth.
+//     Refusals at random come as often: the ceiling goes back (to where
+//     trials that helped, one after the other, began, when they come as
+//     often as before the first), and for 30 s sparse refusals change
+//     nothing but the refused request's wait. Refusals dense within a
+//     trial end it, as dense. (Found in review: each sparse refusal set
+//     the ceiling to 0.9 of what was proven for 30 s; one request in a
+//     hundred refused at random kept a configured pace at 1.12-1.15x the
+//     ideal, 1.34x on loopback where go-retryablehttp + x/time/rate took
+//     1.03x.) A ceiling proven by a chance cluster climbs back as below.
 //  4. Isolated. The pace goes to 0.8 of itself or to what the server was
 //     seen to accept, whichever is faster (a collision after a long quiet
 //     run barely moves it), and the ceiling stays.
@@ -84,6 +98,7 @@ import (
 // headers follows them (told.go).
 const (
 	slowFactor     = 0.8              // a cut takes the pace to this share of itself
+	farCut         = 0.5              // or to this, when what a resume let go at once was all the server took
 	realCut        = 0.9              // a cut to this share or lower tests whether slowing down helps
 	slowestShare   = 0.1              // a configured pace never drops below this share of Rate
 	climbEvery     = time.Second      // a quiet spell this long raises the pace
@@ -112,8 +127,7 @@ const (
 // time.Time's 24); longAgo stands for never.
 type adaptation struct {
 	ceil      rate.Limit    // a configured pace climbs back quickly up to this (<= Policy.Rate)
-	proven    rate.Limit    // the ceiling as configured or proven (rules 1, 3), climbed back since: sparse refusals cut no further than a tenth below
-	provenAt  time.Duration // when rule 1 or 3 last proved it: the ceiling climbs back in the quiet since, sparse refusals or not
+	provenAt  time.Duration // when rule 1 or 3 last proved the ceiling: it climbs back in the quiet since, sparse refusals or not
 	cutAdm    uint64        // admissions up to this one were sent before the last episode
 	episodeAt time.Duration // when the last episode began
 	testFrom  rate.Limit    // > 0: the last episode cut the pace from this; the next tells whether it helped
@@ -128,6 +142,8 @@ type adaptation struct {
 	unhelped  uint8         // cuts in a row that did not help (0 or 1)
 	run       refusalRun    // the refusals since the first of a run, for windows
 	lone      loneRefusals  // the lone refusals of windows in a row
+	trial     trial         // sparse refusals' trial of a slower ceiling
+	resumed   bool          // the key resumed from a pause since the last cut by rule 3
 }
 
 // longAgo is the time, from the epoch, of what never happened: any wait
@@ -135,17 +151,21 @@ type adaptation struct {
 const longAgo = time.Duration(math.MinInt64 / 2)
 
 func newAdaptation(ceil rate.Limit) adaptation {
-	return adaptation{ceil: ceil, proven: ceil, provenAt: longAgo, episodeAt: longAgo, noiseEnd: longAgo,
-		quietAt: longAgo, ceilAt: longAgo, adjusted: longAgo}
+	return adaptation{ceil: ceil, provenAt: longAgo, episodeAt: longAgo, noiseEnd: longAgo,
+		quietAt: longAgo, ceilAt: longAgo, adjusted: longAgo, trial: trial{quietUntil: longAgo, endedAt: longAgo}}
 }
 
 // evidence is what every key counts of its answers from the first, for the
 // adaptation to read when the server objects.
 type evidence struct {
-	run int // answers accepted since the last episode began
+	run   int // answers accepted since the last episode began
+	taken int // answers accepted since the key last resumed from a pause
 
 	recent [2]uint64 // the last 128 answers, a bit each, set for a refusal (newest lowest)
 	seen   int       // answers recorded in recent, up to 128
+	fresh  int       // of them, those since the last cut by rule 1 or 3: each answer is evidence for one cut
+
+	answers, refusals int64 // all answers counted (the key's first trouble on), and the refusals among them
 
 	spanAt  time.Duration // answers not refused for the quota are counted from here: the first answer, the last cut or resume; longAgo before
 	spanOK  int
@@ -161,11 +181,13 @@ func (e *evidence) answered(now time.Duration) {
 		e.spanAt = now // a count from the first answer (admissions from 0)
 	}
 	e.spanOK++
+	e.answers++
 }
 
 // record adds an answer to the recent ones, from the key's first trouble
 // on: refused for the quota, or not.
 func (e *evidence) record(refused bool) {
+	e.fresh = min(e.fresh+1, 128)
 	e.recent[1] = e.recent[1]<<1 | e.recent[0]>>63
 	e.recent[0] <<= 1
 	if refused {
@@ -174,17 +196,28 @@ func (e *evidence) record(refused bool) {
 	e.seen = min(e.seen+1, 128)
 }
 
-// dense reports whether refusals were denseShare of the recent answers or
-// more (over denseOver of them, or as many as there were): the pace's
-// doing. Refusals at random, or a collision now and then, are fewer.
-func (e *evidence) dense() bool {
-	n := bits.OnesCount64(e.recent[0]) + bits.OnesCount64(e.recent[1]&(1<<(denseOver-64)-1))
-	return float64(n) >= denseShare*float64(min(e.seen, denseOver)) && n >= 3
+// dense reports whether refusals were 5 of the last 100 answers since the
+// last cut by rule 1 or 3, or 3 of the last 20 (refusalsMin): the pace's
+// doing; and the share of them it says the server refused, a low guess.
+// Refusals at random, or a collision now and then, are fewer.
+func (e *evidence) dense() (float64, bool) {
+	w := min(e.fresh, denseOver)
+	n := bits.OnesCount64(e.recent[0]&mask(w)) + bits.OnesCount64(e.recent[1]&mask(w-64))
+	nw := min(e.fresh, outageAnswers)
+	near := bits.OnesCount64(e.recent[0] & mask(nw))
+	switch {
+	case near >= refusalsMin:
+		return max(float64(near-1)/outageAnswers, float64(n-1)/float64(max(w, outageAnswers))), true
+	case float64(n) >= denseShare*denseOver:
+		return float64(n-1) / float64(max(w, outageAnswers)), true
+	}
+	return 0, false
 }
 
 // accept counts an answer the server accepted, to the attempt tk.
 func (ks *keyState) accept(tk *ticket) {
 	ks.ev.run++
+	ks.ev.taken++
 	if l := ks.learning(); l != nil && l.on {
 		l.accept(tk) // learn.go
 	}
@@ -235,6 +268,8 @@ func (e *evidence) refusedMuch(admitted uint64, sending int32) bool {
 func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyond bool) {
 	a, ev := &ks.troubled().adapt, &ks.ev
 	ev.record(true)
+	ev.answers, ev.refusals = ev.answers+1, ev.refusals+1
+	a.trial.answered(tk.adm, true, ks.atCeil())
 	if len(ks.wins) > 0 {
 		need := int32(3)
 		if bits.OnesCount32(ks.health.refused) >= fewRefusals {
@@ -275,7 +310,8 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 	}
 	if got, ok := ev.accepting(at, p, ks.pol.Burst, ks.admitted); ok && got < p*provenShare && ev.refusedMuch(ks.admitted, ks.sending) {
 		ks.setPace(now, at, got, max(got, ks.pol.Rate*slowestShare)) // 1: proven lower
-		a.proven, a.provenAt = a.ceil, at
+		ev.fresh = 0
+		a.provenAt = at
 		return
 	}
 	switch {
@@ -296,6 +332,11 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 	if at < a.noiseEnd {
 		return
 	}
+	share, dense := ev.dense()
+	if t := &a.trial; !dense && t.more() {
+		// The trial's refusals are dense: the pace's doing.
+		share, dense = float64(t.k-1)/float64(max(t.n, outageAnswers)), true
+	}
 	if wait > coarseWait || !a.run.cut && a.run.spent() {
 		ks.cutWindows(tk.mono, at)
 	}
@@ -310,13 +351,19 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 		// the refusals, and the mirror, if any, still holds back what
 		// its count says (told.go).
 		ks.startLearning(now, at, wait, run, last) // learn.go
-	case recurring && (ev.dense() || ks.health.refusing()): // 3
-		ks.setPace(now, at, p*slowFactor, p*recurShare)
-		a.proven, a.provenAt = a.ceil, at
+	case recurring && dense: // 3
+		est := p * rate.Limit(1-share) // the server's share of the pace
+		a.trial.adm = 0                // a trial on ends: the cut is proven
+		if a.resumed && ev.taken <= 2*(ks.pol.Burst+1) {
+			// The server took no more than a resume lets go at once:
+			// the pace is several times the quota.
+			est = min(est, p*farCut)
+		}
+		ks.setPace(now, at, min(p*slowFactor, est), min(p*recurShare, est))
+		ev.fresh, a.resumed = 0, false
+		a.provenAt = at
 	case recurring:
-		// 3, sparse: no further than a tenth below what is proven.
-		floor := a.proven * realCut
-		ks.setPace(now, at, max(p*slowFactor, min(p, floor)), max(p*recurShare, floor))
+		ks.sparse(now, at)
 	default: // 4: isolated
 		to := p * slowFactor
 		if got, ok := ev.accepting(at, p, ks.pol.Burst, ks.admitted); ok {
@@ -341,6 +388,7 @@ func (ks *keyState) setPace(now time.Time, at time.Duration, to, ceil rate.Limit
 	to = max(to, floor)
 	if ceil > 0 && ceil < a.ceil {
 		a.ceil, a.ceilAt = max(ceil, floor), at
+		a.ceilMoved()
 	}
 	ks.lim.SetLimitAt(now, to)
 	a.quietAt, a.adjusted, a.calming = at, at, true
@@ -537,7 +585,7 @@ func (ks *keyState) climbPace(now time.Time, at time.Duration) bool {
 		// chance cluster of them proved lower comes back.
 		n := rate.Limit(min(at-a.ceilAt, quiet) / ceilEvery)
 		a.ceil, a.ceilAt, raised = min(r, a.ceil+r*ceilShare*n), at, true
-		a.proven = max(a.proven, a.ceil)
+		a.ceilMoved()
 	}
 	if p := ks.lim.Limit(); p < a.ceil {
 		n := rate.Limit((at - a.quietAt) / climbEvery) // a step per quiet second
@@ -571,4 +619,139 @@ func (ks *keyState) keep(now time.Duration) bool {
 		adapted = adapted || ks.wins[i].n < ks.wins[i].N
 	}
 	return adapted && now-a.adjusted < forgetAfter
+}
+
+// mask has the n lowest bits set (none for n <= 0, all for n >= 64).
+func mask(n int) uint64 {
+	switch {
+	case n <= 0:
+		return 0
+	case n >= 64:
+		return ^uint64(0)
+	}
+	return 1<<n - 1
+}
+
+// trial is a test of whether sparse refusals are the pace's doing (rule
+// 3): the ceiling lowered a twentieth, do they fall to a third? A
+// sequential test: each answer adds to the log-likelihood ratio of
+// "fell" over "as before" what it says, and the first bound reached,
+// +trialOdds or -trialOdds, tells.
+type trial struct {
+	adm        uint64        // answers to attempts admitted after this count; 0: no trial on
+	at         time.Duration // when it began
+	from       rate.Limit    // the ceiling before
+	base       float64       // the share of refusals before
+	llr        float64       // the log-likelihood ratio of its answers: refusals fell to a third of base, over as before
+	n, k       int32         // answers and refusals counted
+	chainFrom  rate.Limit    // the ceiling before the first of the trials that helped in a row, each begun within 30 s of the last
+	chainBase  float64       // the share of refusals before it
+	endedAt    time.Duration // when the last trial helped
+	quietUntil time.Duration // until then sparse refusals cut nothing: they were shown to be noise
+	atN, atK   int32         // answers and refusals counted while the pace was at the ceiling, since it last moved
+}
+
+const (
+	noiseShare = 0.7 // refusals at this share of a chain's first base or more: none of its trials helped
+	trialDrop  = 3   // a trial helped when refusals fell to a third of the base or fewer,
+	trialOdds  = 3.0 // with odds of e^3 (20) to 1; or did not, at those odds
+)
+
+// answered counts an answer to the attempt admitted adm, at a pace at
+// the ceiling or near it (atCeil).
+func (t *trial) answered(adm uint64, refused, atCeil bool) {
+	if t.adm == 0 && atCeil {
+		t.atN++
+		if refused {
+			t.atK++
+		}
+	}
+	if t.adm == 0 || adm <= t.adm {
+		return
+	}
+	t.n++
+	if refused {
+		t.k++
+		t.llr -= math.Log(trialDrop)
+	} else {
+		t.llr += math.Log1p(-t.base/trialDrop) - math.Log1p(-t.base)
+	}
+}
+
+// more reports whether the trial's refusals are dense: the pace's doing,
+// still.
+func (t *trial) more() bool {
+	return t.adm != 0 && t.k >= 3 && float64(t.k) >= denseShare*float64(t.n)
+}
+
+// sparse answers a refusal among few, at now (at from the epoch): a trial
+// of a ceiling a twentieth lower begins, or the trial on is told noise
+// (rule 3).
+func (ks *keyState) sparse(now time.Time, at time.Duration) {
+	a, ev := &ks.tr.adapt, &ks.ev
+	t := &a.trial
+	switch {
+	case at < t.quietUntil:
+		return
+	case t.adm != 0 && t.llr <= -trialOdds:
+		back := t.from
+		if t.chainFrom > back && float64(t.k) >= noiseShare*t.chainBase*float64(t.n) {
+			back = t.chainFrom // none of the trials in a row helped
+		}
+		a.ceil = max(a.ceil, back)
+		t.adm, t.quietUntil = 0, at+ceilEvery
+		a.ceilMoved()
+		return
+	case t.adm != 0 && at-t.at < ceilEvery:
+		return
+	}
+	// No trial on, or one that told nothing in 30 s: the ceiling it
+	// tried stays, and a new one begins.
+	try := a.ceil * recurShare
+	t.begin(ks.admitted, a.ceil, ev, at)
+	ks.setPace(now, at, min(ks.lim.Limit(), try), try)
+}
+
+// begin starts, at now, a trial of a ceiling cut from the ceiling from
+// after the key's admission adm: one in a row with the last if that one
+// helped within 30 s.
+func (t *trial) begin(adm uint64, from rate.Limit, ev *evidence, now time.Duration) {
+	// The share of refusals at the ceiling, but the one that began the
+	// trial: trials begin at a refusal. Counted over too few answers, the
+	// key's since its first trouble.
+	base := float64(max(t.atK-1, 1)) / float64(max(t.atN, 1))
+	if t.atN < trialBefore {
+		base = float64(max(ev.refusals-1, 1)) / float64(max(ev.answers, trialBefore))
+	}
+	chainFrom, chainBase := from, base
+	if now-t.endedAt < ceilEvery {
+		chainFrom, chainBase = t.chainFrom, t.chainBase
+	}
+	*t = trial{adm: adm, at: now, from: from, base: base, chainFrom: chainFrom, chainBase: chainBase,
+		quietUntil: t.quietUntil, endedAt: longAgo}
+}
+
+// trialBefore is the answers at the ceiling that tell the share of
+// refusals there.
+const trialBefore = 100
+
+// judge ends a trial whose answers show refusals fell: the lower ceiling
+// holds.
+func (ks *keyState) judge(at time.Duration) {
+	a := &ks.tr.adapt
+	if t := &a.trial; t.adm != 0 && t.llr >= trialOdds {
+		t.adm, t.endedAt = 0, at
+		a.provenAt = at
+	}
+}
+
+// atCeil reports whether the key's configured pace is at its ceiling, or
+// near it.
+func (ks *keyState) atCeil() bool {
+	return ks.lim != nil && ks.tr != nil && ks.lim.Limit() >= ks.tr.adapt.ceil*recurShare
+}
+
+// ceilMoved restarts the count of answers at the ceiling.
+func (a *adaptation) ceilMoved() {
+	a.trial.atN, a.trial.atK = 0, 0
 }

@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"math"
+	"math/bits"
 	"net/http"
 	"time"
 
@@ -166,6 +167,8 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		ks.ev.answered(at) // not refused for the quota: evidence of what it bears
 		if ks.tr != nil {
 			ks.ev.record(false) // (adapt.go's rule 3 counts from the first trouble)
+			ks.tr.adapt.trial.answered(tk.adm, false, ks.atCeil())
+			ks.judge(at)
 			ks.tr.adapt.run.answered(tk.adm)
 		}
 	}
@@ -299,29 +302,34 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 	return ls
 }
 
-// collision reports whether a quota refusal is a collision, which the
-// key's pace answers, not a sign that the quota is spent, which pauses the
-// whole key. It is one when the server asks for a wait of a second or two at
-// most (a short wait rounded up to whole seconds), refusals are rare among
-// the key's recent answers, and the key is paced by a pace learned from
-// 429s (learn.go; the refusal has cut it), by a configured pace or
-// configured windows (adapt.go: found in review, pausing the key a second
-// for each made a configured key slower than an unpaced one under random
-// refusals, 2-3x the ideal at one in a hundred, and a window of 100 a
-// second 6x; a window spent refuses what follows too: its refusals pause
-// the key and cut the windows, see refusalRun), or by the server's count
-// alone, which the headers show to be a bucket (told.go; the refusal has
-// cut its rate). Windows the headers tell refuse until they give back:
-// their refusals pause the key.
+// collision reports whether a quota refusal is a collision, which the key's
+// pace answers, not a sign that the quota is spent, which pauses the whole
+// key. It is one when the server asks for a wait of a second or two at most
+// (a short wait rounded up to whole seconds), refusals are rare among the
+// key's recent answers (fewer than 3 of the last 20; to a configured pace,
+// fewer than 4: found in review, three in twenty come by chance when one
+// request in a hundred is refused at random, in a third of jobs of 2,000,
+// and each paused the key a second; its rule 3 cuts it there), and the key
+// is paced by a pace learned from 429s (learn.go; the refusal has cut it),
+// by a configured pace or configured windows (adapt.go: found in review,
+// pausing the key a second for each made a configured key slower than an
+// unpaced one under random refusals, 2-3x the ideal at one in a hundred, and
+// a window of 100 a second 6x; a window spent refuses what follows too: its
+// refusals pause the key and cut the windows, see refusalRun), or by the
+// server's count alone, which the headers show to be a bucket (told.go; the
+// refusal has cut its rate). Windows the headers tell refuse until they give
+// back: their refusals pause the key.
 func (ks *keyState) collision(h hint) bool {
 	switch {
 	case h.wait > coarseWait:
 		return false
 	case len(ks.wins) > 0:
 		return !ks.tr.adapt.run.spent()
+	case ks.lim != nil && !ks.learned():
+		return bits.OnesCount32(ks.health.refused) <= refusalsMin // a configured pace
 	case ks.health.refusing():
 		return false
-	case ks.learned() || ks.lim != nil:
+	case ks.learned():
 		return true
 	}
 	// A window or a log refuses until it gives back. (The policy that
@@ -454,6 +462,7 @@ func (ks *keyState) pause(h hint, d time.Duration, now time.Time) lesson {
 // the pace's count of accepted answers starts again.
 func (ks *keyState) resume(now time.Time, at time.Duration) {
 	tr := ks.troubled() // it paused
+	tr.adapt.resumed, ks.ev.taken = true, 0
 	ks.health.recovered()
 	ks.ev.restart(at, ks.admitted)
 	ks.resumeLearned(now, at)

@@ -584,14 +584,15 @@ func TestPaceAboveQuotaFindsItQuickly(t *testing.T) {
 }
 
 // Refusals that no pace causes, one request in a hundred at random (a
-// gateway's), are sparse: each cuts a configured pace once, no lower than
-// 0.9 of its Rate, and the pace climbs back; only refusals that are dense
-// (5 of the last 100 answers, or 3 of the last 20) lower its ceiling
-// further (found in review: each within 10 s of the one before took the
-// ceiling to 0.95 of a pace already cut, 1.4-2.8x the ideal here, 2.7x on
-// loopback where go-retryablehttp + x/time/rate took 1.03x).
+// gateway's), are sparse: each is tried, the ceiling a twentieth lower
+// until the answers tell whether refusals fell; they come as often, and
+// the ceiling goes back to the Rate (found in review: each within 10 s of
+// the one before took the ceiling to 0.95 of a pace already cut, 1.4-2.8x
+// the ideal here, 2.7x on loopback where go-retryablehttp + x/time/rate
+// took 1.03x; then, cut no lower than 0.9 of the Rate, each set the
+// ceiling there for 30 s: 1.12-1.50x, the pace at the end 53-90).
 func TestRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
-	for seed := range int64(3) {
+	for seed := range int64(8) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				api := throttletest.NewAPI(nearby(throttletest.Config{Refused: 0.01,
@@ -601,10 +602,63 @@ func TestRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
 				took := job(t, rt, 2000)
 				ideal := 19950 * time.Millisecond
 				t.Logf("took %v (%.3fx the ideal), %d refused", took, took.Seconds()/ideal.Seconds(), api.Stats().Total.Throttled)
-				assert.LessOrEqual(t, took.Seconds(), 1.25*ideal.Seconds())
+				assert.LessOrEqual(t, took.Seconds(), 1.12*ideal.Seconds())
+				assert.GreaterOrEqual(t, float64(keyRate(rt, "api.test")), 95.0, "the pace is back near the Rate")
 			})
 		})
 	}
+}
+
+// Each answer is evidence for one cut: three refusals in a row are dense,
+// and cut the pace once; the sparse ones after them (one in 40) are not
+// dense with them again (found in review: the three stayed among the last
+// 100 answers, and each sparse refusal after them cut the pace again, to
+// 37 of 100, and paused the key: 1.8x the ideal).
+func TestRefusalsAreCountedForOneCut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int64
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(ms(2))
+			if i := n.Add(1); i >= 300 && i <= 302 || i > 302 && i%40 == 0 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
+		defer rt.Close()
+		lowest := watchRate(t, rt, "api.test")
+		took := job(t, rt, 2000)
+		t.Logf("took %v, lowest pace %.1f", took, float64(lowest()))
+		assert.GreaterOrEqual(t, float64(lowest()), 64.0, "at most two cuts of 0.8")
+		assert.Zero(t, rt.Stats().Total.Pauses)
+		assert.Less(t, took, 26*time.Second, "within 1.3x the ideal")
+	})
+}
+
+// Three refusals in twenty answers come by chance, in a third of jobs of
+// 2,000 where one request in a hundred is refused at random: to a
+// configured pace they are dense, and cut it, but do not pause the key
+// (found in review: each such cluster paused it a second, 1.26x the ideal
+// on loopback where go-retryablehttp + x/time/rate took 1.03x). A fourth
+// pauses it: see TestSpentWindowRefusingOneAtATimePausesTheKey.
+func TestThreeRefusalsInTwentyDoNotPauseAConfiguredPace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int64
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(ms(2))
+			switch n.Add(1) {
+			case 500, 505, 512:
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
+		defer rt.Close()
+		job(t, rt, 1000)
+		st := rt.Stats().Total
+		assert.EqualValues(t, 3, st.Throttled)
+		assert.Zero(t, st.Pauses)
+	})
 }
 
 // Found in review: each random 429 to a window configured at the quota
