@@ -661,6 +661,9 @@ const (
 // the ceiling or near it (atCeil).
 func (t *trial) answered(adm uint64, refused, atCeil bool) {
 	if t.adm == 0 && atCeil {
+		if t.atN == math.MaxInt32 {
+			t.atN, t.atK = t.atN/2, t.atK/2 // a share kept for ever
+		}
 		t.atN++
 		if refused {
 			t.atK++
