@@ -61,6 +61,11 @@ import (
 //     when the network's jitter exceeds what the server's bucket absorbs,
 //     or a pace a little over the quota, fall: the lower ceiling is
 //     proven, and the next sparse refusal tries another twentieth.
+//     Refusals twice as often as before or more are still the pace's
+//     (the share before was counted while it climbed back, the server's
+//     bucket fuller: found in review, a Policy 7% over the quota was
+//     taken for noise, 62 refusals where there were 5): the next trial
+//     begins from the lower ceiling.
 //     Refusals at random come as often: the ceiling goes back (to where
 //     trials that helped, one after the other, began, when they come as
 //     often as before the first), and for 30 s sparse refusals change
@@ -181,7 +186,6 @@ func (e *evidence) answered(now time.Duration) {
 		e.spanAt = now // a count from the first answer (admissions from 0)
 	}
 	e.spanOK++
-	e.answers++
 }
 
 // record adds an answer to the recent ones, from the key's first trouble
@@ -194,6 +198,7 @@ func (e *evidence) record(refused bool) {
 		e.recent[0] |= 1
 	}
 	e.seen = min(e.seen+1, 128)
+	e.answers++
 }
 
 // dense reports whether refusals were 5 of the last 100 answers since the
@@ -268,7 +273,7 @@ func (e *evidence) refusedMuch(admitted uint64, sending int32) bool {
 func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyond bool) {
 	a, ev := &ks.troubled().adapt, &ks.ev
 	ev.record(true)
-	ev.answers, ev.refusals = ev.answers+1, ev.refusals+1
+	ev.refusals++
 	a.trial.answered(tk.adm, true, ks.atCeil())
 	if len(ks.wins) > 0 {
 		need := int32(3)
@@ -655,6 +660,7 @@ const (
 	noiseShare = 0.7 // refusals at this share of a chain's first base or more: none of its trials helped
 	trialDrop  = 3   // a trial helped when refusals fell to a third of the base or fewer,
 	trialOdds  = 3.0 // with odds of e^3 (20) to 1; or did not, at those odds
+	trialMore  = 2   // refusals twice as often as before, or more, are the pace's still
 )
 
 // answered counts an answer to the attempt admitted adm, at a pace at
@@ -669,8 +675,8 @@ func (t *trial) answered(adm uint64, refused, atCeil bool) {
 			t.atK++
 		}
 	}
-	if t.adm == 0 || adm <= t.adm {
-		return
+	if t.adm == 0 || adm <= t.adm || math.Abs(t.llr) >= trialOdds {
+		return // no trial on, sent before it, or told: the next refusal acts on it
 	}
 	t.n++
 	if refused {
@@ -695,6 +701,18 @@ func (ks *keyState) sparse(now time.Time, at time.Duration) {
 	t := &a.trial
 	switch {
 	case at < t.quietUntil:
+		return
+	case t.adm != 0 && t.llr <= -trialOdds && float64(t.k) > trialMore*t.base*float64(t.n):
+		// Refusals came more often than before: the share before was
+		// counted while the key sent less than its ceiling, and the pace
+		// is the cause still. The lower ceiling stays, in a row with the
+		// next trial, which begins from it.
+		base := float64(t.k-1) / float64(t.n)
+		t.endedAt = at
+		try := a.ceil * recurShare
+		t.begin(ks.admitted, a.ceil, ev, at)
+		t.base = base
+		ks.setPace(now, at, min(ks.lim.Limit(), try), try)
 		return
 	case t.adm != 0 && t.llr <= -trialOdds:
 		back := t.from

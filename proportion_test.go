@@ -586,27 +586,73 @@ func TestPaceAboveQuotaFindsItQuickly(t *testing.T) {
 // Refusals that no pace causes, one request in a hundred at random (a
 // gateway's), are sparse: each is tried, the ceiling a twentieth lower
 // until the answers tell whether refusals fell; they come as often, and
-// the ceiling goes back to the Rate (found in review: each within 10 s of
-// the one before took the ceiling to 0.95 of a pace already cut, 1.4-2.8x
-// the ideal here, 2.7x on loopback where go-retryablehttp + x/time/rate
-// took 1.03x; then, cut no lower than 0.9 of the Rate, each set the
-// ceiling there for 30 s: 1.12-1.50x, the pace at the end 53-90).
+// the ceiling goes back toward the Rate (found in review: each within 10 s
+// of the one before took the ceiling to 0.95 of a pace already cut,
+// 1.4-2.8x the ideal here, 2.7x on loopback where go-retryablehttp +
+// x/time/rate took 1.03x; then, cut no lower than 0.9 of the Rate, each
+// set the ceiling there for 30 s: 1.12-1.50x, 1.25x on average over these
+// seeds, the pace at the end 53-90).
 func TestRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
-	for seed := range int64(8) {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				api := throttletest.NewAPI(nearby(throttletest.Config{Refused: 0.01,
-					Limits: []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}}}, seed))
-				rt := throttle.New(api, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
-				defer rt.Close()
-				took := job(t, rt, 2000)
-				ideal := 19950 * time.Millisecond
-				t.Logf("took %v (%.3fx the ideal), %d refused", took, took.Seconds()/ideal.Seconds(), api.Stats().Total.Throttled)
-				assert.LessOrEqual(t, took.Seconds(), 1.12*ideal.Seconds())
-				assert.GreaterOrEqual(t, float64(keyRate(rt, "api.test")), 95.0, "the pace is back near the Rate")
-			})
+	const seeds = 8
+	var sum float64
+	for seed := range int64(seeds) {
+		synctest.Test(t, func(t *testing.T) {
+			api := throttletest.NewAPI(nearby(throttletest.Config{Refused: 0.01,
+				Limits: []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}}}, seed))
+			rt := throttle.New(api, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
+			defer rt.Close()
+			took := job(t, rt, 2000)
+			x := took.Seconds() / 19.95
+			sum += x
+			t.Logf("seed %d: took %v (%.3fx the ideal), %d refused, pace %.1f", seed, took, x,
+				api.Stats().Total.Throttled, float64(keyRate(rt, "api.test")))
+			assert.LessOrEqual(t, x, 1.25, "seed %d", seed)
+			assert.GreaterOrEqual(t, float64(keyRate(rt, "api.test")), 80.0, "seed %d: the pace near the Rate", seed)
 		})
 	}
+	assert.LessOrEqual(t, sum/seeds, 1.15, "on average")
+}
+
+// A Policy 7% over the quota: a trial's ceiling, 0.95 of the Rate, is
+// still over it, and refusals come there more often than the share the key
+// knew before (counted while it climbed back, its bucket fuller): the pace
+// is the cause still, not noise, and the next trial goes lower (found in
+// review: taken for noise, the ceiling went back to the Rate and sparse
+// refusals changed nothing for 30 s: 62 refusals where 5 were before;
+// after a quota dropped to 92 mid-run, 464 where 41 were).
+func TestPolicyAFewPercentOverTheQuotaFindsIt(t *testing.T) {
+	t.Run("from the start", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{
+				{Algorithm: throttletest.TokenBucket, Rate: 93, Burst: 5}}}, 0))
+			rt := throttle.New(api, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
+			defer rt.Close()
+			took := job(t, rt, 93*60)
+			refused := api.Stats().Total.Throttled
+			t.Logf("took %v, %d refused, pace at the end %.1f", took, refused, float64(keyRate(rt, "api.test")))
+			assert.LessOrEqual(t, refused, int64(15))
+		})
+	})
+	t.Run("after a drop", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			full := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{
+				{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}}}, 1))
+			low := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{
+				{Algorithm: throttletest.TokenBucket, Rate: 92, Burst: 5}}}, 101))
+			start := time.Now()
+			base := rtFunc(func(r *http.Request) (*http.Response, error) {
+				if time.Since(start) >= time.Minute {
+					return low.RoundTrip(r)
+				}
+				return full.RoundTrip(r)
+			})
+			rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
+			defer rt.Close()
+			took := job(t, rt, 6000+92*600)
+			t.Logf("took %v, %d refused after the drop", took, low.Stats().Total.Throttled)
+			assert.LessOrEqual(t, low.Stats().Total.Throttled, int64(60))
+		})
+	})
 }
 
 // Each answer is evidence for one cut: three refusals in a row are dense,
