@@ -654,6 +654,7 @@ type trial struct {
 	endedAt    time.Duration // when the last trial helped
 	quietUntil time.Duration // until then sparse refusals cut nothing: they were shown to be noise
 	atN, atK   int32         // answers and refusals counted while the pace was at the ceiling, since it last moved
+	drop       float64       // helped: refusals fell to base/drop or fewer (0: trialDrop)
 }
 
 const (
@@ -678,12 +679,16 @@ func (t *trial) answered(adm uint64, refused, atCeil bool) {
 	if t.adm == 0 || adm <= t.adm || math.Abs(t.llr) >= trialOdds {
 		return // no trial on, sent before it, or told: the next refusal acts on it
 	}
+	drop := t.drop
+	if drop == 0 {
+		drop = trialDrop
+	}
 	t.n++
 	if refused {
 		t.k++
-		t.llr -= math.Log(trialDrop)
+		t.llr -= math.Log(drop)
 	} else {
-		t.llr += math.Log1p(-t.base/trialDrop) - math.Log1p(-t.base)
+		t.llr += math.Log1p(-t.base/drop) - math.Log1p(-t.base)
 	}
 }
 
