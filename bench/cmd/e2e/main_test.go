@@ -66,7 +66,7 @@ func TestPolicyScale(t *testing.T) {
 
 func TestPick(t *testing.T) {
 	for filter, want := range map[string]int{
-		"":             58,
+		"":             59,
 		"bucket,date":  4,
 		"seconds,date": 6, // the quiet six
 		"noisy":        7,
@@ -74,8 +74,8 @@ func TestPick(t *testing.T) {
 		"bucket":       2,
 		"fixed":        4,
 		"sliding":      2,
-		"untold":       45,
-		"untold-real":  18,
+		"untold":       46,
+		"untold-real":  19,
 		"untold-log":   3,
 		"distant":      9,
 		"halving":      3,

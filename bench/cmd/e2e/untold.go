@@ -129,7 +129,9 @@ func untoldScenarios() []scenario {
 // and shared by two processes; a small token bucket far away (100 a second,
 // 5 deep, answers 40-60 ms after the request: about as many on their way as
 // it holds), told by X-RateLimit-*; a fast, shallow token bucket (1,000 a
-// second, 5 deep: 5 ms of its rate) told nothing. Their names
+// second, 5 deep: 5 ms of its rate) told nothing; the small bucket told
+// nothing, behind a gateway that refuses 1% of requests at random (429,
+// Retry-After: 1, counted by no quota). Their names
 // start with "untold-real", and they run first, so that -scenario
 // untold-real picks them and the steady rows keep their order.
 func realScenarios(bucket, fixed, sliding quota) []scenario {
@@ -139,6 +141,7 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 	plain := noise{arrivalJitter: untoldJitter}
 	small := quota{algo: throttletest.TokenBucket, rate: 100, burst: 5}
 	shallow := quota{algo: throttletest.TokenBucket, rate: 1000, burst: 5}
+	randomly := noise{arrivalJitter: untoldJitter, refused: 0.01}
 	away := noise{arrivalJitter: untoldJitter, latency: 40 * time.Millisecond, latencyJitter: 20 * time.Millisecond}
 	all := []scenario{
 		{name: "untold-real-tokens-onrefusals", quota: bucket, headers: xRateLimitRefusals, noise: plain},
@@ -159,11 +162,17 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 		{name: "untold-real-2procs-leaky-xrl", quota: leaky, headers: xRateLimit, noise: plain, procs: 2},
 		{name: "untold-real-smallaway-xrl", quota: small, headers: xRateLimit, noise: away},
 		{name: "untold-real-shallow-none", quota: shallow, headers: noHeaders, noise: plain},
+		{name: "untold-real-random429-none", quota: small, headers: noHeaders, noise: randomly},
 	}
 	for i := range all {
 		sc := &all[i]
 		sc.set, sc.rows = untoldSet, []int{7, 6}
 		sc.targets = untoldTargets(sc.headers, false, sc.procs)
+		if sc.noise.refused > 0 {
+			// Random 429s count in no quota: the share of 429s is the
+			// noise's; what counts is the time beside the peer.
+			sc.targets = []target{everyRecord(), wallOverIdeal(1.15), wallVsPeer()}
+		}
 	}
 	return all
 }
