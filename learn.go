@@ -110,7 +110,8 @@ import (
 //     or more while it cruised, over 100 answers or more, such a refusal's
 //     cut is tried (see tried): do refusals fall to a fifth of their share
 //     so far? A sequential test of each answer after the cut tells, at
-//     odds of 7 to 1, within 400 answers and 4 s; the probes wait for it.
+//     odds of 7 to 1, within 400 answers, and 4 s or the probes' own
+//     hold after a cut if longer (a slow pace's); the probes wait for it.
 //     As often as before, they are noise: the pace, the slowest refused
 //     and the probe's step go back to where they were before the cut, and
 //     for 30 seconds refusals cut nothing unless they come three times as
@@ -150,7 +151,7 @@ const (
 
 	learnDrop  = 5             // rule 7: a cut helped when refusals fell to this share of before or fewer
 	trialMost  = 400           // a trial that told nothing in this many answers leaves its cut,
-	trialFor   = 2 * probeHold // or in this long
+	trialFor   = 2 * probeHold // or in this long, once the probes' hold is over
 	learnOdds  = 2             // a learned pace's trial tells at these odds (e^2, 7 to 1), within its hold
 	trialAfter = 3             // refusals among many while cruising, counted, before the first trial
 	learnMore  = 3             // quiet ends when refusals come this many times as often as the noise
@@ -777,8 +778,12 @@ func (ks *keyState) climbLearned(now time.Time, at time.Duration) {
 		l.reachAt, l.reachAdm = at, ks.admitted
 		return
 	}
-	if t := &l.tri; t.adm != 0 && at-t.at >= trialFor {
-		t.adm = 0 // no noise showed in time: the cut stands
+	if t := &l.tri; t.adm != 0 && at-t.at >= trialFor && at >= l.next {
+		// No noise showed in time: the cut stands. A slow pace's hold,
+		// 200 answers' worth of it, is the trial's time too (regression:
+		// at 12 a second, 4 s were 48 answers, too few to tell; behind 3%
+		// random 429s a learned pace sank to 3 a second, 33x the ideal).
+		t.adm = 0
 	}
 	if ks.waiting == 0 || at < l.next || l.tri.adm != 0 {
 		return // not yet, or a cut on trial: the probes wait for its verdict
