@@ -106,9 +106,9 @@ import (
 //     more, then cut to 0.7 of that pace or less and refused again after
 //     no more than 1.5 times as many, goes back to 0.95 of where the cuts
 //     began, and for 30 seconds its refusals cut nothing (see noise).
-//  7. Trials. Once three refusals came to the key after minCount answers
-//     or more while it cruised, over 100 answers or more, such a refusal's
-//     cut is tried (see tried): do refusals fall to a fifth of their share
+//  7. Trials. Once three refusals came to the key while it cruised, over
+//     100 answers or more, the cut of a refusal after minCount answers
+//     or more is tried (see tried): do refusals fall to a fifth of their share
 //     so far? A sequential test of each answer after the cut tells, at
 //     odds of 7 to 1, within 400 answers, and 4 s or the probes' own
 //     hold after a cut if longer (a slow pace's); the probes wait for it.
@@ -155,6 +155,7 @@ const (
 	learnOdds  = 2             // a learned pace's trial tells at these odds (e^2, 7 to 1), within its hold
 	trialAfter = 3             // refusals among many while cruising, counted, before the first trial
 	learnMore  = 3             // quiet ends when refusals come this many times as often as the noise
+	bgMost     = 0.25          // the noise's share the CUSUM takes, at most
 
 	learnedBurst = 2 // a learned pace's tokens: a waiter that wakes late (a busy machine) does not lose the time
 
@@ -226,7 +227,7 @@ type learner struct {
 	bg      float64    // rule 7: the share of refusals a trial found noise (0: none found)
 	cusum   float64    // the evidence since that refusals came more often than bg
 	cruiseN int32      // answers counted since the first guess, to attempts sent at the pace in force
-	cruiseK int32      // refusals among them that came after minCount answers or more
+	cruiseK int32      // refusals among them
 }
 
 // learning returns the key's learner, or nil if it has none.
@@ -650,7 +651,11 @@ func (ks *keyState) tried(now time.Time, at time.Duration) (done, proven bool) {
 		return false, false
 	case t.llr <= -learnOdds:
 		t.adm = 0
-		l.noiseEnd, l.bg, l.cusum = at+noiseFor, max(t.base, float64(t.k)/float64(t.n)), 0
+		// The noise's share, under 1/learnMore so that the CUSUM's
+		// alternative is a share (found in review: at a share over a
+		// third, its step was NaN, and the quiet ended at once).
+		bg := min(max(t.base, float64(t.k)/float64(t.n)), bgMost)
+		l.noiseEnd, l.bg, l.cusum = at+noiseFor, bg, 0
 		l.lo, l.hi, l.mode, l.step = t.from, max(l.triHi, t.from), modeCruise, max(l.triStep, probeFirst)
 		if l.hi < fastestRate && float64(l.hi) > float64(t.from)*(1+bisectTol) && l.gradual {
 			// The search that the noise ended goes on, between the pace
@@ -716,6 +721,7 @@ func (ks *keyState) noise(now time.Time, at time.Duration, p rate.Limit) bool {
 func (ks *keyState) heldLearned(now time.Time, at time.Duration) {
 	l := ks.learning()
 	ks.notePeak(at)
+	l.tri.adm = 0 // the pace before the pause is not the one to go back to (found in review)
 	to := min(l.lo, ks.lim.Limit())
 	if l.held {
 		to = min(to, max(l.tested, to*quickShare))
