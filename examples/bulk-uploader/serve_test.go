@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -34,26 +36,43 @@ func TestServe(t *testing.T) {
 	require.True(t, ok, line)
 	url, _, _ = strings.Cut(url, ";")
 
-	// Twenty at once: the burst of 10 goes, the rest are refused.
-	statuses := map[int]int{}
-	for i := range 20 {
-		req, err := http.NewRequest(http.MethodPut, url+"/records/r"+string(rune('a'+i)), strings.NewReader(`{}`))
-		require.NoError(t, err)
-		req.Header.Set("X-API-Key", "demo")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		statuses[resp.StatusCode]++
+	// Forty at once: the burst of 10 goes, and most of the rest are
+	// refused. (Sent one after another, twenty were all accepted on a
+	// loaded machine, -race: at 10 ms a request the bucket refills as
+	// fast as they come.)
+	const n = 40
+	var (
+		mu       sync.Mutex
+		statuses = map[int]int{}
+		wg       sync.WaitGroup
+	)
+	for i := range n {
+		wg.Go(func() {
+			req, err := http.NewRequest(http.MethodPut, fmt.Sprintf("%s/records/r%d", url, i), strings.NewReader(`{}`))
+			if !assert.NoError(t, err) {
+				return
+			}
+			req.Header.Set("X-API-Key", "demo")
+			resp, err := http.DefaultClient.Do(req)
+			if !assert.NoError(t, err) {
+				return
+			}
+			resp.Body.Close()
+			mu.Lock()
+			statuses[resp.StatusCode]++
+			mu.Unlock()
+		})
 	}
+	wg.Wait()
 	http.DefaultClient.CloseIdleConnections()
 	interrupt()
 	require.Equal(t, 0, <-code)
 	var s server
 	require.NoError(t, json.Unmarshal(out.Bytes(), &s), out.String())
-	assert.EqualValues(t, 20, s.Requests)
+	assert.EqualValues(t, n, s.Requests)
 	assert.EqualValues(t, statuses[http.StatusTooManyRequests], s.Throttled)
 	assert.Positive(t, s.Throttled)
-	assert.EqualValues(t, 20-s.Throttled, s.Accepted)
+	assert.EqualValues(t, n-s.Throttled, s.Accepted)
 }
 
 // TestServeFlags: -serve takes no job flags.
