@@ -221,13 +221,14 @@ type learner struct {
 	refRun   int           // the answers accepted before that refusal
 	noiseEnd time.Duration // refusals are noise until then
 
-	tri     trial      // rule 7: the trial of a cruising pace's cut (adapt.go)
-	triHi   rate.Limit // the slowest pace refused before it began
-	triStep float64    // and the next probe's rise then
-	bg      float64    // rule 7: the share of refusals a trial found noise (0: none found)
-	cusum   float64    // the evidence since that refusals came more often than bg
-	cruiseN int32      // answers counted since the first guess, to attempts sent at the pace in force
-	cruiseK int32      // refusals among them
+	tri     trial         // rule 7: the trial of a cruising pace's cut (adapt.go)
+	triHi   rate.Limit    // the slowest pace refused before it began
+	triStep float64       // and the next probe's rise then
+	triNext time.Duration // and when the pace might rise then
+	bg      float64       // rule 7: the share of refusals a trial found noise (0: none found)
+	cusum   float64       // the evidence since that refusals came more often than bg
+	cruiseN int32         // answers counted since the first guess, to attempts sent at the pace in force
+	cruiseK int32         // refusals among them
 }
 
 // learning returns the key's learner, or nil if it has none.
@@ -543,7 +544,7 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 	if done || ks.noise(now, at, p) {
 		return
 	}
-	hi, step := l.hi, l.step
+	hi, step, next := l.hi, l.step, l.next
 	if l.mode == modeCruise {
 		l.costs = true
 	}
@@ -598,7 +599,7 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 			// Rule 7: a sparse refusal's cut is tried.
 			base := float64(max(l.cruiseK-1, 1)) / float64(max(l.cruiseN, trialBefore))
 			l.tri = trial{adm: ks.admitted, at: at, from: p, base: base, quietUntil: longAgo, endedAt: longAgo, drop: learnDrop}
-			l.triHi, l.triStep, l.refPace, l.refRun = hi, step, 0, 0
+			l.triHi, l.triStep, l.triNext, l.refPace, l.refRun = hi, step, next, 0, 0
 		}
 	}
 }
@@ -657,6 +658,7 @@ func (ks *keyState) tried(now time.Time, at time.Duration) (done, proven bool) {
 		bg := min(max(t.base, float64(t.k)/float64(t.n)), bgMost)
 		l.noiseEnd, l.bg, l.cusum = at+noiseFor, bg, 0
 		l.lo, l.hi, l.mode, l.step = t.from, max(l.triHi, t.from), modeCruise, max(l.triStep, probeFirst)
+		l.next = l.triNext // the cut's hold goes too (found in review: a slow pace's, 37 s, outlived its noise)
 		if l.hi < fastestRate && float64(l.hi) > float64(t.from)*(1+bisectTol) && l.gradual {
 			// The search that the noise ended goes on, between the pace
 			// it was cut from and the slowest refused before (rule 2).

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
 )
 
@@ -31,4 +32,33 @@ func TestQuietOfHeavyNoiseKeepsItsCount(t *testing.T) {
 	assert.False(t, math.IsNaN(l.cusum), "the CUSUM is a number")
 	done, _ = ks.tried(time.Now(), 2*time.Second)
 	assert.True(t, done, "a refusal in the quiet of heavy noise cuts nothing")
+}
+
+// A cut that a trial finds noise goes whole: the pace, and the hold
+// before the probes that the cut set (found in review: a slow pace's,
+// 200 answers' worth, 37 s at 5 a second, outlived the verdict, and the
+// next noise refusal began it again: a transport alone on a free quota
+// sat at 5 a second for 172 s).
+func TestNoiseVerdictUndoesTheCutsHold(t *testing.T) {
+	ks := &keyState{pol: &policy{}}
+	ks.lim = rate.NewLimiter(5, learnedBurst)
+	ks.rarely().learn = learner{on: true, edge: true, mode: modeCruise, lo: 5, hi: 6, tested: 5, low: 5,
+		test: 2 * time.Second, hold: probeHold, costs: true, next: 10 * time.Second,
+		accepted: 150, cruiseN: 300, cruiseK: 3, peakAt: longAgo, noiseEnd: longAgo}
+	l := ks.learning()
+	now := time.Now()
+	ks.admitted = 1000
+	ks.relearn(now, 20*time.Second, 5, time.Second)
+	require.NotZero(t, l.tri.adm, "the cut is tried")
+	require.Greater(t, l.next, 40*time.Second, "a cut's hold: 200 answers' worth")
+	for range 100 {
+		ks.admitted++
+		l.accept(&ticket{adm: ks.admitted})
+	}
+	ks.relearn(now, 41*time.Second, ks.lim.Limit(), time.Second)
+	ks.relearn(now, 42*time.Second, ks.lim.Limit(), time.Second)
+	require.Zero(t, l.tri.adm, "told")
+	assert.Positive(t, l.bg, "noise")
+	assert.Equal(t, rate.Limit(5), ks.lim.Limit(), "the pace back")
+	assert.Equal(t, 10*time.Second, l.next, "the probes' time back")
 }
