@@ -112,15 +112,16 @@ import (
 //     so far? A sequential test of each answer after the cut tells, at
 //     odds of 7 to 1, within 400 answers, and 4 s or the probes' own
 //     hold after a cut if longer (a slow pace's); the probes wait for it.
-//     As often as before, they are noise: the pace, the slowest refused
-//     and the probe's step go back to where they were before the cut, and
-//     for 30 seconds refusals cut nothing unless they come three times as
-//     often as the trial saw them (a CUSUM test; the cut they then make is
-//     not tried). Twice as often as before, or dense, they are the pace's:
-//     it is cut again. (Regression: a gateway refusing one request in a
-//     hundred at random took a pace learned at a bucket of 100 a second
-//     down to 20-95 in 2,000 requests, 2.05x the ideal on average; now
-//     69 or more, 1.65x; a slow pace's trials: see climbLearned.)
+//     As often as before, they are noise: the pace, the slowest refused,
+//     the probe's step and its time go back to where they were before the
+//     cut, and for 30 seconds refusals cut nothing unless they come three
+//     times as often as the trial saw them (a CUSUM test, in any mode; the
+//     cut they then make is not tried). Twice as often as before, or
+//     dense, they are the pace's: it is cut again. A pause ends a trial.
+//     (Regression: a gateway refusing one request in a hundred at random
+//     took a pace learned at a bucket of 100 a second down to 54 on
+//     average in 2,000 requests, 2.05x the ideal; now it ends at 100 on
+//     average, 1.62x; a slow pace's trials: see climbLearned.)
 //
 // Two transports that share a quota without knowing of each other each learn
 // a share of it: refusals fall on each in proportion to its pace and each
