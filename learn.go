@@ -107,7 +107,10 @@ import (
 //     no more than 1.5 times as many, goes back to 0.95 of where the cuts
 //     began, and for 30 seconds its refusals cut nothing (see noise).
 //  7. Trials. Once three refusals came to the key while it cruised, over
-//     100 answers or more, the cut of a refusal after minCount answers
+//     100 answers or more, and no more than 2% of them (more often, they
+//     are rarely a gateway's noise, and another client of the quota
+//     looks the same: see TestTwoTransportsDoNotTakeEachOthersRefusalsForNoise),
+//     the cut of a refusal after minCount answers
 //     or more is tried (see tried): do refusals fall to a fifth of their share
 //     so far? A sequential test of each answer after the cut tells, at
 //     odds of 7 to 1, within 400 answers, and 4 s or the probes' own
@@ -156,6 +159,7 @@ const (
 	learnOdds  = 2             // a learned pace's trial tells at these odds (e^2, 7 to 1), within its hold
 	trialAfter = 3             // refusals among many while cruising, counted, before the first trial
 	learnMore  = 3             // quiet ends when refusals come this many times as often as the noise
+	noiseMost  = 0.02          // refusals more often than this so far are not tried (rules 3 and 6 answer them)
 	bgMost     = 0.25          // the noise's share the CUSUM takes, at most
 
 	learnedBurst = 2 // a learned pace's tokens: a waiter that wakes late (a busy machine) does not lose the time
@@ -596,9 +600,9 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 	l.next = at + l.searchStep()
 	if l.mode == modeCruise {
 		l.next = at + l.holdFor(at, l.lo)
-		if !quick && !proven && l.cruiseN >= trialBefore && l.cruiseK >= trialAfter {
+		base := float64(max(l.cruiseK-1, 1)) / float64(max(l.cruiseN, trialBefore))
+		if !quick && !proven && l.cruiseN >= trialBefore && l.cruiseK >= trialAfter && base <= noiseMost {
 			// Rule 7: a sparse refusal's cut is tried.
-			base := float64(max(l.cruiseK-1, 1)) / float64(max(l.cruiseN, trialBefore))
 			l.tri = trial{adm: ks.admitted, at: at, from: p, base: base, quietUntil: longAgo, endedAt: longAgo, drop: learnDrop}
 			l.triHi, l.triStep, l.triNext, l.refPace, l.refRun = hi, step, next, 0, 0
 		}
