@@ -108,11 +108,11 @@ import (
 //     began, and for 30 seconds its refusals cut nothing (see noise).
 //  7. Trials. Once three refusals came to the key while it cruised, over
 //     100 answers or more, and no more than 2% of them (more often, they
-//     are rarely a gateway's noise, and another client of the quota
-//     looks the same: see TestTwoTransportsDoNotTakeEachOthersRefusalsForNoise),
-//     the cut of a refusal after minCount answers
-//     or more is tried (see tried): do refusals fall to a fifth of their share
-//     so far? A sequential test of each answer after the cut tells, at
+//     are rarely a gateway's noise, and another client of the quota looks
+//     the same: see TestTwoTransportsDoNotTakeEachOthersRefusalsForNoise),
+//     the cut of a refusal after minCount answers or more is tried (see
+//     tried): do refusals fall to a fifth of their share so far? A
+//     sequential test of each answer after the cut tells, at
 //     odds of 7 to 1, within 400 answers, and 4 s or the probes' own
 //     hold after a cut if longer (a slow pace's); the probes wait for it.
 //     As often as before, they are noise: the pace, the slowest refused,

@@ -247,12 +247,12 @@ func TestUntoldScenarios(t *testing.T) {
 			t.Errorf("%s: no target", sc.name)
 		}
 	}
-	if forms[xRateLimit] != 15 || forms[ietfHeaders] != 14 || forms[noHeaders] != 14 || forms[xRateLimitRefusals] != 2 {
-		t.Errorf("header forms %v, want 15, 14, 14 and 2", forms)
+	if forms[xRateLimit] != 15 || forms[ietfHeaders] != 14 || forms[noHeaders] != 15 || forms[xRateLimitRefusals] != 2 {
+		t.Errorf("header forms %v, want 15, 14, 15 and 2", forms)
 	}
 	for _, sc := range pickScenarios("untold-real") {
 		cfg := sc.config(4000, 0)
-		noisy := cfg.Unavailable > 0 || cfg.RetryAfter == throttletest.RetryAfterNone || cfg.RetryAfter == throttletest.RetryAfterDate || sc.headers == xRateLimitRefusals || sc.procs > 1 || sc.quota.isCounter() || sc.quota.algo == throttletest.LeakyBucket || cfg.Latency > 0 || float64(sc.quota.burst) < sc.quota.rate/100
+		noisy := cfg.Unavailable > 0 || cfg.Refused > 0 || cfg.RetryAfter == throttletest.RetryAfterNone || cfg.RetryAfter == throttletest.RetryAfterDate || sc.headers == xRateLimitRefusals || sc.procs > 1 || sc.quota.isCounter() || sc.quota.algo == throttletest.LeakyBucket || cfg.Latency > 0 || float64(sc.quota.burst) < sc.quota.rate/100
 		if !noisy {
 			t.Errorf("%s: nothing of a real API's", sc.name)
 		}
