@@ -66,10 +66,10 @@ func TestPolicyScale(t *testing.T) {
 
 func TestPick(t *testing.T) {
 	for filter, want := range map[string]int{
-		"":             59,
+		"":             60,
 		"bucket,date":  4,
 		"seconds,date": 6, // the quiet six
-		"noisy":        7,
+		"noisy":        8,
 		"jitter":       2,
 		"bucket":       2,
 		"fixed":        4,

@@ -96,6 +96,14 @@ func noisyScenarios() []scenario {
 			targets: []target{everyRecord(), wallOverIdeal(1.15), wallVsPeer()},
 		},
 		{
+			// One request in 33 so refused: chance clusters of them
+			// look like a pace over the quota (3 of 20 in a third of
+			// the jobs).
+			name: "noisy-heavy-429", set: noisySet, quota: bucket, rows: pair,
+			noise:   noise{refused: 0.03},
+			targets: []target{everyRecord(), wallOverIdeal(1.15), wallVsPeer()},
+		},
+		{
 			name: "noisy-outage", set: noisySet, quota: bucket, rows: pair,
 			noise:   noise{latency: time.Millisecond, outage: 5 * time.Second, outageRetryAfter: 2 * time.Second},
 			targets: []target{everyRecord(), inOutagePerWorker(3), wallOverIdealPlus(5*time.Second + 2*time.Second)},
