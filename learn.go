@@ -119,7 +119,9 @@ import (
 //     the probe's step and its time go back to where they were before the
 //     cut, and for 30 seconds refusals cut nothing unless they come three
 //     times as often as the trial saw them (a CUSUM test, in any mode; the
-//     cut they then make is not tried). Twice as often as before, or
+//     cut they then make is not tried); while the test leans that way (above
+//     zero), the probes wait: another client's refusals, taken for noise,
+//     let the key climb into its share. Twice as often as before, or
 //     dense, they are the pace's: it is cut again. A pause ends a trial.
 //     (Regression: a gateway refusing one request in a hundred at random
 //     took a pace learned at a bucket of 100 a second down to 54 on
@@ -652,7 +654,7 @@ func (ks *keyState) tried(now time.Time, at time.Duration) (done, proven bool) {
 	}
 	t.answered(math.MaxUint64, true, false)
 	switch {
-	case t.llr <= -learnOdds && float64(t.k) > trialMore*t.base*float64(t.n), t.more(), at-t.at >= noiseFor:
+	case t.llr <= -learnOdds && float64(t.k) > trialMore*t.base*float64(t.n), t.more(0), at-t.at >= noiseFor:
 		t.adm = 0
 		return false, false
 	case t.llr <= -learnOdds:
@@ -800,6 +802,13 @@ func (ks *keyState) climbLearned(now time.Time, at time.Duration) {
 	}
 	if ks.waiting == 0 || at < l.next || l.tri.adm != 0 {
 		return // not yet, or a cut on trial: the probes wait for its verdict
+	}
+	if l.bg > 0 && l.cusum > 0 {
+		// Quiet after refusals found noise (rule 7), refusals came more
+		// often than the noise since: the probes wait for the evidence
+		// to fall back (regression: another transport's refusals, taken
+		// for noise, let this one climb into its share).
+		return
 	}
 	if float64(ks.admitted-l.reachAdm) < reachedShare*float64(p)*(at-l.reachAt).Seconds() {
 		return // the key did not send at the pace: it proves nothing

@@ -62,3 +62,24 @@ func TestNoiseVerdictUndoesTheCutsHold(t *testing.T) {
 	assert.Equal(t, rate.Limit(5), ks.lim.Limit(), "the pace back")
 	assert.Equal(t, 10*time.Second, l.next, "the probes' time back")
 }
+
+// A learned pace's probes wait while the quiet after refusals found noise
+// has seen them come more often than that noise since (its CUSUM above
+// zero), and go once it is back at zero (regression: two transports on
+// one bucket, told nothing, each took the other's refusals for noise and
+// climbed into its share: one run in 90 drew over 40 429s of 4,000).
+func TestProbesWaitWhileTheQuietSeesMoreRefusals(t *testing.T) {
+	ks := &keyState{pol: &policy{}}
+	ks.lim = rate.NewLimiter(50, learnedBurst)
+	at := 100 * time.Second
+	ks.rarely().learn = learner{on: true, mode: modeCruise, lo: 50, hi: 200, tested: 50, low: 50,
+		test: 2 * time.Second, hold: probeHold, step: probeFirst, next: at - time.Second,
+		reachAt: at - time.Second, lastOK: at - 10*time.Millisecond, peakAt: longAgo,
+		bg: 0.01, cusum: 0.5, noiseEnd: at + 10*time.Second}
+	ks.waiting, ks.admitted = 4, 1000
+	ks.climbLearned(time.Now(), at)
+	assert.Equal(t, rate.Limit(50), ks.lim.Limit(), "the probe waits")
+	ks.learning().cusum = 0
+	ks.climbLearned(time.Now(), at+10*time.Millisecond)
+	assert.Equal(t, rate.Limit(50.5), ks.lim.Limit(), "the probe goes")
+}
