@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -38,7 +39,7 @@ func TestDenseIsCountedAboveTheNoiseFound(t *testing.T) {
 	refused := func(last ...int) *evidence {
 		e := &evidence{}
 		for i := range 100 {
-			e.record(contains(last, 99-i))
+			e.record(slices.Contains(last, 99-i))
 		}
 		return e
 	}
@@ -59,15 +60,6 @@ func TestDenseIsCountedAboveTheNoiseFound(t *testing.T) {
 	assert.False(t, tr.more(0.03), "3 of 40 at one in 33 refused at random")
 	tr.k = 6
 	assert.True(t, tr.more(0.03), "6 of 40")
-}
-
-func contains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // A dense cut of a configured pace whose refusals so far are no more than
