@@ -45,22 +45,14 @@ import (
 //  3. Recurring. An episode within 10 seconds of the one before. When the
 //     refusals are dense (5 of the key's last 100 answers, or 3 of the
 //     last 20, counting only answers since the last cut by this rule or
-//     rule 1: each answer is evidence for one cut; and, once trials below
-//     found the server refusing a share at random, more than that share
-//     reaches by chance once in 300 windows), they are the pace's
+//     rule 1: each answer is evidence for one cut), they are the pace's
 //     doing: it goes to 0.8 of itself, or lower to what the share of
 //     answers accepted says the server bears (a pace several times the
 //     quota), or to half of itself when the server took no more than a
 //     resume lets go at once; its ceiling to 0.95 of it, or that share,
-//     proven, unless the refusals so far, over a hundred answers or more,
-//     are no more than one request in 33 refused at random makes: a chance
-//     cluster of such noise is dense too, and the cut is tried as a sparse
-//     one's is (below; in the synctest model, 32 seeds, one in 33 refused
-//     at random took a configured pace to 2.67x the ideal on average, 6.9x
-//     at worst; now 2.21x and 4.4x). (Found in review: the same three
-//     refusals were counted again at each refusal after them, each cutting
-//     again; one request in 33 refused at random took a configured pace to
-//     a fifth of the quota.)
+//     proven. (Found in review: the same three refusals were counted again
+//     at each refusal after them, each cutting again; one request in 33
+//     refused at random took a configured pace to a fifth of the quota.)
 //     Sparse ones, which a server also sends at random whatever the pace
 //     (a gateway's, another tenant's collision), are tried: the ceiling
 //     goes a twentieth lower while the answers after it tell, at odds of
@@ -126,11 +118,8 @@ const (
 	helpedShare    = 1.1              // a cut helped if the next episode came after more than this share of the answers before it
 	nearShare      = 0.5              // a window this full is near enough to its limit to be cut
 
-	denseOver   = 100   // refusals among this many recent answers
-	denseShare  = 0.05  // this share of them or more are the pace's doing
-	denseChance = 0.003 // and more than refusals at random reach with this chance (see binomNeed)
-	denseZ      = 2.75  // the normal distribution's quantile of 1 - denseChance
-	randomMost  = 0.03  // the share of refusals taken for the server's noise, at most (see noise)
+	denseOver  = 100  // refusals among this many recent answers
+	denseShare = 0.05 // this share of them or more are the pace's doing
 
 	forgetAfter = time.Minute // an adapted pace is kept this long after its last change
 )
@@ -182,7 +171,6 @@ type evidence struct {
 	fresh  int       // of them, those since the last cut by rule 1 or 3: each answer is evidence for one cut
 
 	answers, refusals int64 // all answers counted (the key's first trouble on), and the refusals among them
-	noiseN, noiseK    int64 // answers and refusals counted by trials that told noise (see noise)
 
 	spanAt  time.Duration // answers not refused for the quota are counted from here: the first answer, the last cut or resume; longAgo before
 	spanOK  int
@@ -216,55 +204,19 @@ func (e *evidence) record(refused bool) {
 // dense reports whether refusals were 5 of the last 100 answers since the
 // last cut by rule 1 or 3, or 3 of the last 20 (refusalsMin): the pace's
 // doing; and the share of them it says the server refused, a low guess.
-// Refusals at random, or a collision now and then, are fewer. Where trials
-// found the server refusing a share at random (see noise), so many must be
-// more than that share reaches by chance (see binomNeed): one request in 33
-// refused at random makes 3 of 20 in one job in three.
+// Refusals at random, or a collision now and then, are fewer.
 func (e *evidence) dense() (float64, bool) {
 	w := min(e.fresh, denseOver)
 	n := bits.OnesCount64(e.recent[0]&mask(w)) + bits.OnesCount64(e.recent[1]&mask(w-64))
 	nw := min(e.fresh, outageAnswers)
 	near := bits.OnesCount64(e.recent[0] & mask(nw))
-	b := e.noise()
 	switch {
-	case near >= max(refusalsMin, binomNeed(nw, b)):
+	case near >= refusalsMin:
 		return max(float64(near-1)/outageAnswers, float64(n-1)/float64(max(w, outageAnswers))), true
-	case float64(n) >= denseShare*denseOver && n >= binomNeed(w, b):
+	case float64(n) >= denseShare*denseOver:
 		return float64(n-1) / float64(max(w, outageAnswers)), true
 	}
 	return 0, false
-}
-
-// noise is the share of refusals that trials found to be the server's
-// noise (rule 3: they came as often under a lower ceiling as before), over
-// the answers those trials counted and trialBefore more (a few answers
-// tell little), and no more than randomMost: 0 until a trial tells noise.
-func (e *evidence) noise() float64 {
-	return min(float64(e.noiseK)/float64(e.noiseN+trialBefore), randomMost)
-}
-
-// binomNeed is the fewest refusals among n answers that a server refusing
-// a share b of the requests at random reaches with a chance of
-// denseChance or less: 0 for b = 0, where any count tells. Over a thousand
-// answers, the normal approximation of the binomial's tail.
-func binomNeed(n int, b float64) int {
-	switch {
-	case b <= 0 || n <= 0:
-		return 0
-	case n > 1000:
-		mean := float64(n) * b
-		return int(math.Ceil(mean+denseZ*math.Sqrt(mean*(1-b)))) + 1
-	}
-	p := math.Exp(float64(n) * math.Log1p(-b)) // no refusal
-	cdf := p
-	for k := 1; k <= n; k++ {
-		if 1-cdf <= denseChance {
-			return k
-		}
-		p *= float64(n-k+1) / float64(k) * b / (1 - b) // k refusals
-		cdf += p
-	}
-	return n + 1
 }
 
 // accept counts an answer the server accepted, to the attempt tk.
@@ -386,7 +338,7 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 		return
 	}
 	share, dense := ev.dense()
-	if t := &a.trial; !dense && t.more(ev.noise()) {
+	if t := &a.trial; !dense && t.more() {
 		// The trial's refusals are dense: the pace's doing.
 		share, dense = float64(t.k-1)/float64(max(t.n, outageAnswers)), true
 	}
@@ -406,23 +358,15 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 		ks.startLearning(now, at, wait, run, last) // learn.go
 	case recurring && dense: // 3
 		est := p * rate.Limit(1-share) // the server's share of the pace
-		a.trial.adm = 0                // a trial on ends
+		a.trial.adm = 0                // a trial on ends: the cut is proven
 		if a.resumed && ev.taken <= 2*(ks.pol.Burst+1) {
 			// The server took no more than a resume lets go at once:
 			// the pace is several times the quota.
 			est = min(est, p*farCut)
 		}
-		from := a.ceil
 		ks.setPace(now, at, min(p*slowFactor, est), min(p*recurShare, est))
 		ev.fresh, a.resumed = 0, false
-		if ev.answers >= trialBefore && int(ev.refusals) < binomNeed(int(ev.answers), randomMost) {
-			// Refusals so far no more than noise makes (one in 33): a
-			// chance cluster of noise looks dense too. The cut is tried
-			// (see sparse): its ceiling goes back if they come as often.
-			a.trial.begin(ks.admitted, from, ev, at)
-		} else {
-			a.provenAt = at
-		}
+		a.provenAt = at
 	case recurring:
 		ks.sparse(now, at)
 	default: // 4: isolated
@@ -749,10 +693,9 @@ func (t *trial) answered(adm uint64, refused, atCeil bool) {
 }
 
 // more reports whether the trial's refusals are dense: the pace's doing,
-// still. b is the share of refusals found to be noise (see
-// evidence.noise): they must be more than it reaches by chance.
-func (t *trial) more(b float64) bool {
-	return t.adm != 0 && t.k >= 3 && float64(t.k) >= denseShare*float64(t.n) && int(t.k) >= binomNeed(int(t.n), b)
+// still.
+func (t *trial) more() bool {
+	return t.adm != 0 && t.k >= 3 && float64(t.k) >= denseShare*float64(t.n)
 }
 
 // sparse answers a refusal among few, at now (at from the epoch): a trial
@@ -782,7 +725,6 @@ func (ks *keyState) sparse(now time.Time, at time.Duration) {
 			back = t.chainFrom // none of the trials in a row helped
 		}
 		a.ceil = max(a.ceil, back)
-		ev.noiseN, ev.noiseK = ev.noiseN+int64(t.n), ev.noiseK+int64(t.k)
 		t.adm, t.quietUntil = 0, at+ceilEvery
 		a.ceilMoved()
 		return

@@ -654,7 +654,7 @@ func (ks *keyState) tried(now time.Time, at time.Duration) (done, proven bool) {
 	}
 	t.answered(math.MaxUint64, true, false)
 	switch {
-	case t.llr <= -learnOdds && float64(t.k) > trialMore*t.base*float64(t.n), t.more(0), at-t.at >= noiseFor:
+	case t.llr <= -learnOdds && float64(t.k) > trialMore*t.base*float64(t.n), t.more(), at-t.at >= noiseFor:
 		t.adm = 0
 		return false, false
 	case t.llr <= -learnOdds:

@@ -601,20 +601,6 @@ func TestRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
 	assert.LessOrEqual(t, mean, 1.15, "on average")
 }
 
-// One request in 33 refused at random: chance clusters of three in twenty
-// refusals come in a third of such jobs, and each was taken for the pace's
-// doing, cut it by a fifth and proved its ceiling lower, then clusters
-// counted against that ceiling proved it lower again (2.32x the ideal on
-// average over these seeds, 3.9x at worst; one in 50, 1.52x). Refusals are
-// now dense only when more than the noise that trials found makes by
-// chance, and a dense cut while refusals so far are no more than such
-// noise makes is tried: 2.00x (2.6x at worst; one in 50, 1.40x).
-func TestRandomRefusalsAtOneIn33DoNotSinkAConfiguredPace(t *testing.T) {
-	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
-	mean := randomlyRefused(t, 0.03, bucket, 2000, nil, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
-	assert.LessOrEqual(t, mean, 2.15, "on average")
-}
-
 // randomlyRefused runs a job of n records, 16 workers, for each of 8
 // seeds against the quota l behind a server that refuses the share of
 // requests at random, through a Transport made with opts; each calls
