@@ -107,10 +107,13 @@ import (
 //     no more than 1.5 times as many, goes back to 0.95 of where the cuts
 //     began, and for 30 seconds its refusals cut nothing (see noise).
 //  7. Trials. Once three refusals came to the key while it cruised, over
-//     100 answers or more, and no more than 2% of them (more often, they
-//     are rarely a gateway's noise, and another client of the quota looks
-//     the same: see TestTwoTransportsDoNotTakeEachOthersRefusalsForNoise),
-//     the cut of a refusal after minCount answers or more is tried (see
+//     100 answers or more, and no more than 5% of them, and no more than
+//     5% of the answers since the third to last (up to the eighth to last:
+//     another client of the quota growing into the room a cut leaves
+//     makes refusals come close together, and taken for noise they let
+//     the key hold a pace that starves the other; see
+//     TestTwoTransportsDoNotTakeEachOthersRefusalsForNoise), the cut of a
+//     refusal after minCount answers or more is tried (see
 //     tried): do refusals fall to a fifth of their share so far? A
 //     sequential test of each answer after the cut tells, at
 //     odds of 7 to 1, within 400 answers, and 4 s or the probes' own
@@ -161,7 +164,7 @@ const (
 	learnOdds  = 2             // a learned pace's trial tells at these odds (e^2, 7 to 1), within its hold
 	trialAfter = 3             // refusals among many while cruising, counted, before the first trial
 	learnMore  = 3             // quiet ends when refusals come this many times as often as the noise
-	noiseMost  = 0.02          // refusals more often than this so far are not tried (rules 3 and 6 answer them)
+	noiseMost  = 0.05          // refusals more often than this so far, or lately (recent), are not tried (rules 3 and 6 answer them)
 	bgMost     = 0.25          // the noise's share the CUSUM takes, at most
 
 	learnedBurst = 2 // a learned pace's tokens: a waiter that wakes late (a busy machine) does not lose the time
@@ -228,15 +231,22 @@ type learner struct {
 	refRun   int           // the answers accepted before that refusal
 	noiseEnd time.Duration // refusals are noise until then
 
-	tri     trial         // rule 7: the trial of a cruising pace's cut (adapt.go)
-	triHi   rate.Limit    // the slowest pace refused before it began
-	triStep float64       // and the next probe's rise then
-	triNext time.Duration // and when the pace might rise then
-	bg      float64       // rule 7: the share of refusals a trial found noise (0: none found)
-	cusum   float64       // the evidence since that refusals came more often than bg
-	cruiseN int32         // answers counted since the first guess, to attempts sent at the pace in force
-	cruiseK int32         // refusals among them
+	tri     trial             // rule 7: the trial of a cruising pace's cut (adapt.go)
+	triHi   rate.Limit        // the slowest pace refused before it began
+	triStep float64           // and the next probe's rise then
+	triNext time.Duration     // and when the pace might rise then
+	bg      float64           // rule 7: the share of refusals a trial found noise (0: none found)
+	cusum   float64           // the evidence since that refusals came more often than bg
+	cruiseN int32             // answers counted since the first guess, to attempts sent at the pace in force
+	cruiseK int32             // refusals among them
+	gaps    [recentGaps]int32 // the answers counted from each of the last cruising refusals to the next (a ring)
+	gapI    uint32            // gaps recorded
+	gapRun  int32             // answers counted since the last cruising refusal
 }
+
+// recentGaps is how many of the last gaps between refusals tell their
+// recent share (see recent).
+const recentGaps = 8
 
 // learning returns the key's learner, or nil if it has none.
 func (ks *keyState) learning() *learner {
@@ -603,7 +613,7 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 	if l.mode == modeCruise {
 		l.next = at + l.holdFor(at, l.lo)
 		base := float64(max(l.cruiseK-1, 1)) / float64(max(l.cruiseN, trialBefore))
-		if !quick && !proven && l.cruiseN >= trialBefore && l.cruiseK >= trialAfter && base <= noiseMost {
+		if !quick && !proven && l.cruiseN >= trialBefore && l.cruiseK >= trialAfter && base <= noiseMost && l.recent() <= noiseMost {
 			// Rule 7: a sparse refusal's cut is tried.
 			l.tri = trial{adm: ks.admitted, at: at, from: p, base: base, quietUntil: longAgo, endedAt: longAgo, drop: learnDrop}
 			l.triHi, l.triStep, l.triNext, l.refPace, l.refRun = hi, step, next, 0, 0
@@ -617,9 +627,29 @@ func (l *learner) count(refused bool) {
 		l.cruiseN, l.cruiseK = l.cruiseN/2, l.cruiseK/2 // a share kept for ever
 	}
 	l.cruiseN++
+	l.gapRun = min(l.gapRun+1, math.MaxInt32-1)
 	if refused {
+		if l.cruiseK > 0 {
+			l.gaps[l.gapI%recentGaps] = l.gapRun
+			l.gapI++
+		}
 		l.cruiseK++
+		l.gapRun = 0
 	}
+}
+
+// recent is the share of refusals over the gaps between the last cruising
+// refusals (up to recentGaps of them), 0 before two gaps.
+func (l *learner) recent() float64 {
+	n := min(l.gapI, recentGaps)
+	if n < 2 {
+		return 0
+	}
+	var sum int64
+	for _, g := range l.gaps[:n] {
+		sum += int64(g)
+	}
+	return float64(n) / float64(max(sum, 1))
 }
 
 // tried counts a refusal of a learned pace, at now (at from the epoch),

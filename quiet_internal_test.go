@@ -83,3 +83,27 @@ func TestProbesWaitWhileTheQuietSeesMoreRefusals(t *testing.T) {
 	ks.climbLearned(time.Now(), at+10*time.Millisecond)
 	assert.Equal(t, rate.Limit(50.5), ks.lim.Limit(), "the probe goes")
 }
+
+// recent counts the refusals over the last gaps between them, up to eight:
+// none before two gaps, then each gap's answers, the refusal's own
+// included.
+func TestRecentShareCountsTheLastGaps(t *testing.T) {
+	var l learner
+	answers := func(n int) {
+		for range n - 1 {
+			l.count(false)
+		}
+		l.count(true)
+	}
+	answers(50) // the first refusal opens no gap
+	answers(10)
+	assert.Zero(t, l.recent(), "one gap tells nothing")
+	answers(10)
+	assert.InDelta(t, 0.1, l.recent(), 1e-9, "two gaps of 10")
+	for range recentGaps {
+		answers(100)
+	}
+	assert.InDelta(t, 0.01, l.recent(), 1e-9, "the last eight gaps only")
+	answers(4)
+	assert.InDelta(t, 8.0/704, l.recent(), 1e-9)
+}
