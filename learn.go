@@ -108,7 +108,7 @@ import (
 //     began, and for 30 seconds its refusals cut nothing (see noise).
 //  7. Trials. Once three refusals came to the key while it cruised, over
 //     100 answers or more, and no more than 5% of them, and no more than
-//     5% of the answers since the third to last (up to the eighth to last:
+//     5% of the answers since the third to last (up to the ninth to last:
 //     another client of the quota growing into the room a cut leaves
 //     makes refusals come close together, and taken for noise they let
 //     the key hold a pace that starves the other; see
@@ -124,7 +124,10 @@ import (
 //     times as often as the trial saw them (a CUSUM test, in any mode; the
 //     cut they then make is not tried); while the test leans that way (above
 //     zero), the probes wait: another client's refusals, taken for noise,
-//     let the key climb into its share. Twice as often as before, or
+//     let the key climb into its share. The quiet is for the pace the noise
+//     was found at: it ends when the pace grows again (rule 2), or when
+//     refusals pause the key (rule 4) after the probes took it more than a
+//     sixteenth past that pace. Twice as often as before, or
 //     dense, they are the pace's: it is cut again. A pause ends a trial.
 //     (Regression: a gateway refusing one request in a hundred at random
 //     took a pace learned at a bucket of 100 a second down to 54 on
@@ -242,6 +245,7 @@ type learner struct {
 	gaps    [recentGaps]int32 // the answers counted from each of the last cruising refusals to the next (a ring)
 	gapI    uint32            // gaps recorded
 	gapRun  int32             // answers counted since the last cruising refusal
+	bgPace  rate.Limit        // the pace bg was found at
 }
 
 // recentGaps is how many of the last gaps between refusals tell their
@@ -667,8 +671,13 @@ func (ks *keyState) tried(now time.Time, at time.Duration) (done, proven bool) {
 		if l.bg == 0 {
 			return false, false
 		}
-		if at >= l.noiseEnd {
-			l.bg, l.cusum = 0, 0 // the quiet is over: the next refusal is tried again
+		if at >= l.noiseEnd || l.mode == modeGrow {
+			// The quiet is over, or the pace grows again (rule 2) past
+			// where the noise was found: the next refusal is tried again,
+			// or cuts (found in review: noise that stopped left a quiet
+			// in which the pace doubled to 1.8x the quota, each refusal
+			// swallowed, 160 429s in a run where 9 came before).
+			l.bg, l.cusum, l.noiseEnd = 0, 0, 0
 			return false, false
 		}
 		// Quiet after refusals found noise: they cut nothing, unless they
@@ -693,7 +702,7 @@ func (ks *keyState) tried(now time.Time, at time.Duration) (done, proven bool) {
 		// alternative is a share (found in review: at a share over a
 		// third, its step was NaN, and the quiet ended at once).
 		bg := min(max(t.base, float64(t.k)/float64(t.n)), bgMost)
-		l.noiseEnd, l.bg, l.cusum = at+noiseFor, bg, 0
+		l.noiseEnd, l.bg, l.cusum, l.bgPace = at+noiseFor, bg, 0, t.from
 		l.lo, l.hi, l.mode, l.step = t.from, max(l.triHi, t.from), modeCruise, max(l.triStep, probeFirst)
 		l.next = l.triNext // the cut's hold goes too (found in review: a slow pace's, 37 s, outlived its noise)
 		if l.hi < fastestRate && float64(l.hi) > float64(t.from)*(1+bisectTol) && l.gradual {
@@ -761,6 +770,14 @@ func (ks *keyState) heldLearned(now time.Time, at time.Duration) {
 	l := ks.learning()
 	ks.notePeak(at)
 	l.tri.adm = 0 // the pace before the pause is not the one to go back to (found in review)
+	if l.bg > 0 && ks.lim.Limit() > l.bgPace*(1+bisectTol) {
+		// Refusals dense enough to pause the key, to a pace that rose
+		// more than a sixteenth past where the noise was found, are the
+		// pace's: the quiet is over (found in review: a quota that fell
+		// under a probe's pace drew 6 429s a second for 20 s, each
+		// swallowed, the CUSUM cut short by the pauses they made).
+		l.bg, l.cusum, l.noiseEnd = 0, 0, 0
+	}
 	to := min(l.lo, ks.lim.Limit())
 	if l.held {
 		to = min(to, max(l.tested, to*quickShare))

@@ -3,6 +3,7 @@ package throttle_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -1272,6 +1273,86 @@ func TestRandomRefusalsDoNotSinkASlowLearnedPace(t *testing.T) {
 func TestThreeRandomRefusalsInAHundredDoNotSinkALearnedPace(t *testing.T) {
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
 	assert.LessOrEqual(t, randomlyRefused(t, 0.03, bucket, 2000, nil), 5.0, "on average")
+}
+
+// noiseThen runs a job of n records, 16 workers, through a Transport told
+// nothing, against a gateway that refuses the share of requests at random
+// (429, Retry-After: 1, counted by no quota) before the time at, and
+// after it none, or, with changed set, the share still; behind it the
+// quota first, from at on changed if set. It returns the quota's own 429s
+// from at on.
+func noiseThen(t *testing.T, seed int64, share float64, at time.Duration, first, changed *throttletest.Limit, n int) int64 {
+	t.Helper()
+	before := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{*first}}, seed))
+	after := before
+	if changed != nil {
+		after = throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{*changed}}, seed+100))
+	}
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(uint64(seed), 7))
+	start := time.Now()
+	var from int64 // the quota's 429s before at
+	var fromOnce sync.Once
+	rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+		late := time.Since(start) >= at
+		if late {
+			fromOnce.Do(func() { from = before.Stats().Total.Throttled })
+		}
+		mu.Lock()
+		x := rng.Float64()
+		mu.Unlock()
+		if x < share && (!late || changed != nil) {
+			time.Sleep(2 * time.Millisecond)
+			return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+		}
+		if late {
+			return after.RoundTrip(r)
+		}
+		return before.RoundTrip(r)
+	}))
+	defer rt.Close()
+	jobOf(t, rt, n, 16, "")
+	if changed != nil {
+		return after.Stats().Total.Throttled
+	}
+	return before.Stats().Total.Throttled - from
+}
+
+// A quiet after refusals found noise is for the pace it was found at: a
+// pace that grows again past it learns from its refusals again. Found in
+// review: 5% of requests refused at random for 8 s, then none; the quiet
+// went on, the probes climbed past the last pace refused and the pace
+// doubled to 1.8 times the quota, each refusal swallowed (the pauses
+// they made cut the CUSUM short): 159 429s of the quota in one run (seed
+// 4; 6-9 in the others), at commit 2563042, which tried noise up to 5%.
+func TestQuietEndsWhenThePaceGrowsAgain(t *testing.T) {
+	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
+	for seed := range int64(8) {
+		synctest.Test(t, func(t *testing.T) {
+			refused := noiseThen(t, seed, 0.05, 8*time.Second, &bucket, nil, 4000)
+			t.Logf("seed %d: %d refused by the quota after the noise stopped", seed, refused)
+			assert.LessOrEqual(t, refused, int64(20), "seed %d", seed)
+		})
+	}
+}
+
+// Nor does the quiet cover a probe's pace over a quota that fell under
+// it: refusals that pause the key there end it. Found in review: 2% of
+// requests refused at random throughout, the quota falling from 100 a
+// second to 92 at 20 s under a probe's 98.5: about 6 429s a second for 20
+// s, each swallowed, the pauses they made cutting the CUSUM short. On
+// these seeds 32, 50 and 34 after the fall at commit 2563042; now 10, 1
+// and 12 (over 32 seeds, 16 on average then, 8 now).
+func TestQuietEndsWhenAProbePausesTheKey(t *testing.T) {
+	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
+	lower := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 92, Burst: 5}
+	for _, seed := range []int64{15, 18, 21} {
+		synctest.Test(t, func(t *testing.T) {
+			refused := noiseThen(t, seed, 0.02, 20*time.Second, &bucket, &lower, 4000)
+			t.Logf("seed %d: %d refused by the quota after it fell", seed, refused)
+			assert.LessOrEqual(t, refused, int64(30), "seed %d", seed)
+		})
+	}
 }
 
 // Two transports on one quota, told nothing, take each other's refusals:
