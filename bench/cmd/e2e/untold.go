@@ -131,7 +131,7 @@ func untoldScenarios() []scenario {
 // it holds), told by X-RateLimit-*; a fast, shallow token bucket (1,000 a
 // second, 5 deep: 5 ms of its rate) told nothing; the small bucket told
 // nothing, behind a gateway that refuses 1% of requests at random (429,
-// Retry-After: 1, counted by no quota). Their names
+// Retry-After: 1, counted by no quota), and 3%. Their names
 // start with "untold-real", and they run first, so that -scenario
 // untold-real picks them and the steady rows keep their order.
 func realScenarios(bucket, fixed, sliding quota) []scenario {
@@ -142,6 +142,7 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 	small := quota{algo: throttletest.TokenBucket, rate: 100, burst: 5}
 	shallow := quota{algo: throttletest.TokenBucket, rate: 1000, burst: 5}
 	randomly := noise{arrivalJitter: untoldJitter, refused: 0.01}
+	heavily := noise{arrivalJitter: untoldJitter, refused: 0.03}
 	away := noise{arrivalJitter: untoldJitter, latency: 40 * time.Millisecond, latencyJitter: 20 * time.Millisecond}
 	all := []scenario{
 		{name: "untold-real-tokens-onrefusals", quota: bucket, headers: xRateLimitRefusals, noise: plain},
@@ -163,6 +164,7 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 		{name: "untold-real-smallaway-xrl", quota: small, headers: xRateLimit, noise: away},
 		{name: "untold-real-shallow-none", quota: shallow, headers: noHeaders, noise: plain},
 		{name: "untold-real-random429-none", quota: small, headers: noHeaders, noise: randomly},
+		{name: "untold-real-random429-heavy-none", quota: small, headers: noHeaders, noise: heavily},
 	}
 	for i := range all {
 		sc := &all[i]
