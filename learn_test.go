@@ -1320,14 +1320,15 @@ func noiseThen(t *testing.T, seed int64, share float64, at time.Duration, first,
 	return before.Stats().Total.Throttled - from
 }
 
-// A quiet after refusals found noise is for the pace it was found at: a
-// pace that grows again past it learns from its refusals again. Found in
-// review: 5% of requests refused at random for 8 s, then none; the quiet
-// went on, the probes climbed past the last pace refused and the pace
-// doubled to 1.8 times the quota, each refusal swallowed (the pauses
-// they made cut the CUSUM short): 159 429s of the quota in one run (seed
-// 4; 6-9 in the others), at commit 2563042, which tried noise up to 5%.
-func TestQuietEndsWhenThePaceGrowsAgain(t *testing.T) {
+// A quiet after refusals found noise is for the pace it was found at:
+// refusals that pause the key after the probes took it more than a
+// sixteenth past that pace end it. Found in review: 5% of requests refused
+// at random for 8 s, then none; the quiet went on, the probes climbed past
+// the last pace refused and the pace doubled to 1.8 times the quota, each
+// refusal swallowed (the pauses they made cut the CUSUM short): 159 429s
+// of the quota in one run (seed 4; 6-9 in the others), at commit 2563042,
+// which tried noise up to 5%.
+func TestQuietEndsWhenAPaceFarPastItPauses(t *testing.T) {
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
 	for seed := range int64(8) {
 		synctest.Test(t, func(t *testing.T) {
@@ -1339,22 +1340,34 @@ func TestQuietEndsWhenThePaceGrowsAgain(t *testing.T) {
 }
 
 // Nor does the quiet cover a probe's pace over a quota that fell under
-// it: refusals that pause the key there end it. Found in review: 2% of
-// requests refused at random throughout, the quota falling from 100 a
-// second to 92 at 20 s under a probe's 98.5: about 6 429s a second for 20
-// s, each swallowed, the pauses they made cutting the CUSUM short. On
-// these seeds 32, 50 and 34 after the fall at commit 2563042; now 10, 1
-// and 12 (over 32 seeds, 16 on average then, 8 now).
+// it. Found in review: 2% of requests refused at random throughout, the
+// quota falling from 100 a second to 92 at 20 s under a probe's 98.5:
+// about 6 429s a second for 20 s, each swallowed. Over these 32 seeds, 16
+// after the fall on average at commit 2563042, the worst 50; 11 now.
 func TestQuietEndsWhenAProbePausesTheKey(t *testing.T) {
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
 	lower := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 92, Burst: 5}
-	for _, seed := range []int64{15, 18, 21} {
+	var sum int64
+	for seed := range int64(32) {
 		synctest.Test(t, func(t *testing.T) {
 			refused := noiseThen(t, seed, 0.02, 20*time.Second, &bucket, &lower, 4000)
 			t.Logf("seed %d: %d refused by the quota after it fell", seed, refused)
-			assert.LessOrEqual(t, refused, int64(30), "seed %d", seed)
+			sum += refused
 		})
 	}
+	t.Logf("%.1f on average", float64(sum)/32)
+	assert.LessOrEqual(t, float64(sum)/32, 13.0, "on average")
+}
+
+// A pace that noise sank climbs back through it in the quiet after a noise
+// verdict: it grows again (rule 2), the noise's refusals swallowed, up to
+// the quota. Found in review: a quiet that ended at the first refusal of a
+// growing pace, nearly always noise's, halved it each time; a bucket of
+// 1,000 a second behind 2% random 429s took 9.2x the ideal on average over
+// these seeds, 7.4x now.
+func TestASunkPaceClimbsBackThroughNoise(t *testing.T) {
+	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 1000, Burst: 20}
+	assert.LessOrEqual(t, randomlyRefused(t, 0.02, bucket, 20000, nil), 8.3, "on average")
 }
 
 // Two transports on one quota, told nothing, take each other's refusals:
