@@ -170,6 +170,8 @@ func TestLearnedPaceFollowsAQuotaThatHalves(t *testing.T) {
 // proportion to its pace, and with a refusal every few seconds that evens
 // out slowly; the one left alone at the end probes up to the whole quota.
 func TestTwoTransportsShareAQuotaUntold(t *testing.T) {
+	var refused []int64
+	defer func() { assertFewRefusedByTwo(t, refused) }()
 	for seed := range int64(3) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -196,7 +198,7 @@ func TestTwoTransportsShareAQuotaUntold(t *testing.T) {
 				t.Logf("took %v and %v (%.2fx the ideal of the whole job), %d refused, %d and %d sent from 5 s to 10 s",
 					took[0], took[1], total.Seconds()/ideal.Seconds(), seen.Throttled, mid[0], mid[1])
 				assert.EqualValues(t, 4000, seen.Accepted)
-				assert.LessOrEqual(t, seen.Throttled, int64(40), "at most 1% refused")
+				refused = append(refused, seen.Throttled)
 				assert.LessOrEqual(t, seen.PeakPerSecond, int64(200+20), "together under the quota")
 				assert.GreaterOrEqual(t, mid[0]+mid[1], int64(0.85*5*200), "together they use most of it")
 				// Shares split at the first collisions stay uneven: over
@@ -1383,6 +1385,7 @@ func TestASunkPaceClimbsBackThroughNoise(t *testing.T) {
 // close together (seed 170 drew 72 in four runs of six without it; 1,000
 // seeds: 9 runs over 40, the worst 55, where the 2% alone had 10, 59).
 func TestTwoTransportsDoNotTakeEachOthersRefusalsForNoise(t *testing.T) {
+	var refused []int64
 	for _, seed := range []int64{15, 130, 170} {
 		synctest.Test(t, func(t *testing.T) {
 			api := throttletest.NewAPI(nearby(throttletest.Config{
@@ -1396,7 +1399,25 @@ func TestTwoTransportsDoNotTakeEachOthersRefusalsForNoise(t *testing.T) {
 			wg.Wait()
 			seen := api.Stats().Total
 			t.Logf("seed %d: %d refused", seed, seen.Throttled)
-			assert.LessOrEqual(t, seen.Throttled, int64(40), "seed %d: at most 1%% refused", seed)
+			refused = append(refused, seen.Throttled)
 		})
 	}
+	assertFewRefusedByTwo(t, refused)
+}
+
+// assertFewRefusedByTwo checks the 429s that two transports on one bucket
+// of 200 a second, 20 deep, drew in runs of 4,000 requests: on average 1%
+// at most, 35 a run, and 60 in none. Two transports in one bubble do not
+// run the same way twice (their goroutines interleave at will, under -race
+// the more), and a run's count has a tail: over 1,000 seeds (200 under
+// -race) the mean was 26, about one run in a hundred drew more than 40,
+// the most 59; one over 40 among these seeds failed CI now and then.
+func assertFewRefusedByTwo(t *testing.T, refused []int64) {
+	t.Helper()
+	var sum int64
+	for _, n := range refused {
+		assert.LessOrEqual(t, n, int64(60), "refused in a run")
+		sum += n
+	}
+	assert.LessOrEqual(t, float64(sum)/float64(len(refused)), 35.0, "refused on average: %v", refused)
 }
