@@ -1271,9 +1271,9 @@ func TestRandomRefusalsDoNotSinkASlowLearnedPace(t *testing.T) {
 // over its last gaps between them (noiseMost, recent). Regression: tried
 // only at 2% or fewer, each of these refusals cut the pace, and a pace
 // learned at a bucket of 100 a second sank to a few a second (16.8x the
-// ideal on average over these seeds; 4.05x with the gate at 5%, 4.5x
-// since the quiet ends when the pace grows again or pauses past where the
-// noise was found).
+// ideal on average over these seeds; 4.05x with the gate at 5%, 4.2x
+// since refusals that pause the key past where the noise was found end
+// the quiet).
 func TestThreeRandomRefusalsInAHundredDoNotSinkALearnedPace(t *testing.T) {
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
 	assert.LessOrEqual(t, randomlyRefused(t, 0.03, bucket, 2000, nil), 5.0, "on average")
