@@ -1406,8 +1406,8 @@ func TestTwoTransportsDoNotTakeEachOthersRefusalsForNoise(t *testing.T) {
 }
 
 // assertFewRefusedByTwo checks the 429s that two transports on one bucket
-// of 200 a second, 20 deep, drew in runs of 4,000 requests: on average 1%
-// at most, 35 a run, and 60 in none. Two transports in one bubble do not
+// of 200 a second, 20 deep, drew in runs of 4,000 requests: 35 a run on
+// average at most (under 1%), and 60 in none. Two transports in one bubble do not
 // run the same way twice (their goroutines interleave at will, under -race
 // the more), and a run's count has a tail: over 1,000 seeds (200 under
 // -race) the mean was 26, about one run in a hundred drew more than 40,
