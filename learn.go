@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"math"
+	"math/bits"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -66,9 +67,14 @@ import (
 //     or 0.97 of itself, whichever is lower, and down to 0.97 of that rate
 //     when the server took less than 0.9 of what the key sent. A refusal
 //     before 20 answers came back accepted says the pace is far too fast:
-//     it goes to the rate accepted in between, within half and 0.95 of
-//     itself, and the search stays below the pace refused (a slow quota
-//     refuses before 20 answers every time).
+//     it goes to the share of the key's last 20 answers the server
+//     accepted, within half and 0.95 of itself, and the search stays
+//     below the pace refused (a slow quota refuses before 20 answers
+//     every time). (Regression: the rate accepted in between, counted
+//     over the two to five answers that came back, was as often the
+//     answers' lag as the server's: behind 3% random 429s, each refusal
+//     that came soon after another, nearly one in two, cut the pace by
+//     15-40%.)
 //  4. Spent. Refusals that keep coming after a cut (3 of the key's last 20
 //     answers) or a wait over 2 s pause the whole key, peeking into the
 //     last second of the wait as in rule 1; the refusals of attempts sent
@@ -114,21 +120,27 @@ import (
 //     the key hold a pace that starves the other; see
 //     TestTwoTransportsDoNotTakeEachOthersRefusalsForNoise), the cut of a
 //     refusal after minCount answers or more is tried (see
-//     tried): do refusals fall to a fifth of their share so far? A
+//     tried): do refusals fall to a fifth of their share so far, or of
+//     their recent share if higher? A
 //     sequential test of each answer after the cut tells, at
 //     odds of 7 to 1, within 400 answers, and 4 s or the probes' own
 //     hold after a cut if longer (a slow pace's); the probes wait for it.
-//     As often as before, they are noise: the pace, the slowest refused,
-//     the probe's step and its time go back to where they were before the
-//     cut, and for 30 seconds refusals cut nothing unless they come three
+//     Not told in time, the answers decide by the likelier share: a
+//     fifth, as often as before, or twice as often. As often as before,
+//     and that likelier than twice as often (the test stops at a
+//     refusal, so the share it saw runs high: it is not noise until the
+//     answers after it say so), they are noise: the pace, the slowest
+//     refused, the probe's step and its time go back to where they were
+//     before the cut, and for 30 seconds refusals cut nothing unless they come three
 //     times as often as the trial saw them (a CUSUM test, in any mode; the
 //     cut they then make is not tried); while the test leans that way (above
 //     zero), the probes wait: another client's refusals, taken for noise,
 //     let the key climb into its share. The quiet is for the pace the noise
 //     was found at: refusals that pause the key (rule 4) after the probes
 //     took it more than a sixteenth past that pace end it; a pause of a
-//     pace nearer it cuts nothing. Twice as often as before, or dense,
-//     they are the pace's: it is cut again. A pause ends a trial.
+//     pace nearer it cuts nothing. Twice as often as before (at the same
+//     odds, see oftener), or dense, they are the pace's: it is cut again.
+//     A pause ends a trial.
 //     (Regression: a gateway refusing one request in a hundred at random
 //     took a pace learned at a bucket of 100 a second down to 54 on
 //     average in 2,000 requests, 2.05x the ideal; now it ends at 100 on
@@ -162,7 +174,7 @@ const (
 	noiseFor     = 30 * time.Second       // and then cut nothing for this long
 
 	learnDrop  = 5             // rule 7: a cut helped when refusals fell to this share of before or fewer
-	trialMost  = 400           // a trial that told nothing in this many answers leaves its cut,
+	trialMost  = 400           // a trial not told in this many answers is decided by the likelier share,
 	trialFor   = 2 * probeHold // or in this long, once the probes' hold is over
 	learnOdds  = 2             // a learned pace's trial tells at these odds (e^2, 7 to 1), within its hold
 	trialAfter = 3             // refusals among many while cruising, counted, before the first trial
@@ -290,8 +302,8 @@ func (l *learner) accept(tk *ticket) {
 	}
 	if t := &l.tri; t.adm != 0 {
 		t.answered(tk.adm, false, false)
-		if t.llr >= learnOdds || t.n >= trialMost {
-			t.adm = 0 // the cut helped, or no noise showed: it stands, and the probes may go
+		if t.llr >= learnOdds {
+			t.adm = 0 // the cut helped: it stands, and the probes may go
 		}
 	}
 	switch {
@@ -573,8 +585,10 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 	quick := l.edge && l.accepted < minCount
 	switch {
 	case quick:
-		short := rate.Limit(float64(l.accepted) / (at - l.since).Seconds())
-		l.lo = min(l.lo, max(p*quickShare, min(short, p*cutShare)))
+		// The server's share of the pace, from the refusals among the
+		// key's last 20 answers.
+		share := 1 - float64(bits.OnesCount64(ks.ev.recent[0]&mask(outageAnswers)))/outageAnswers
+		l.lo = min(l.lo, max(p*quickShare, min(p*rate.Limit(share), p*cutShare)))
 		l.hi = min(l.hi, p) // far too fast is too fast: the search stays below it
 	case ok && m < l.low*provedShare && l.outran(ks.admitted, ks.sending):
 		l.hi, l.lo = p, m*cruiseShare // sent faster than the server took: its rate
@@ -616,8 +630,16 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 	l.next = at + l.searchStep()
 	if l.mode == modeCruise {
 		l.next = at + l.holdFor(at, l.lo)
-		base := float64(max(l.cruiseK-1, 1)) / float64(max(l.cruiseN, trialBefore))
-		if !quick && !proven && l.cruiseN >= trialBefore && l.cruiseK >= trialAfter && base <= noiseMost && l.recent() <= noiseMost {
+		// The share before: of the key's cruising answers so far, or over
+		// the last gaps between its refusals (recent) if higher: a pace
+		// that rose past the quota, or that the quota fell under, is
+		// refused more often than it was. (Regression: behind 2% random
+		// 429s, a quota that fell under the pace had a cut tried against
+		// the share from before the fall; the cut took the pace under
+		// the quota, its refusals came as often as that, and it went
+		// back over.)
+		base := max(float64(max(l.cruiseK-1, 1))/float64(max(l.cruiseN, trialBefore)), l.recent())
+		if !quick && !proven && l.cruiseN >= trialBefore && l.cruiseK >= trialAfter && base <= noiseMost {
 			// Rule 7: a sparse refusal's cut is tried.
 			l.tri = trial{adm: ks.admitted, at: at, from: p, base: base, quietUntil: longAgo, endedAt: longAgo, drop: learnDrop}
 			l.triHi, l.triStep, l.triNext, l.refPace, l.refRun = hi, step, next, 0, 0
@@ -661,9 +683,12 @@ func (l *learner) recent() float64 {
 // told noise (rule 7), and reports whether that is all it does (done):
 // the trial has not told yet, or tells that the refusals are noise, and
 // the pace goes back to where it was cut from; or the quiet goes on.
-// Refusals twice as frequent as before the cut, or dense, are the pace's:
-// the trial ends, and the refusal cuts. Refusals that end a quiet cut
-// too, and that cut is not tried (proven): the test told already.
+// Refusals twice as frequent as before the cut (at the trial's odds, see
+// oftener), or dense, are the pace's: the trial ends, and the refusal
+// cuts. Refusals as frequent as before are noise once that is likelier
+// than twice as frequent too; until then the trial goes on. Refusals
+// that end a quiet cut too, and that cut is not tried (proven): the test
+// told already.
 func (ks *keyState) tried(now time.Time, at time.Duration) (done, proven bool) {
 	l := ks.learning()
 	t := &l.tri
@@ -696,27 +721,38 @@ func (ks *keyState) tried(now time.Time, at time.Duration) (done, proven bool) {
 	}
 	t.answered(math.MaxUint64, true, false)
 	switch {
-	case t.llr <= -learnOdds && float64(t.k) > trialMore*t.base*float64(t.n), t.more(), at-t.at >= noiseFor:
+	case t.oftener(learnOdds), t.more(), at-t.at >= noiseFor:
 		t.adm = 0
 		return false, false
-	case t.llr <= -learnOdds:
-		t.adm = 0
-		// The noise's share, under 1/learnMore so that the CUSUM's
-		// alternative is a share (found in review: at a share over a
-		// third, its step was NaN, and the quiet ended at once).
-		bg := min(max(t.base, float64(t.k)/float64(t.n)), bgMost)
-		l.noiseEnd, l.bg, l.cusum, l.bgPace = at+noiseFor, bg, 0, t.from
-		l.lo, l.hi, l.mode, l.step = t.from, max(l.triHi, t.from), modeCruise, max(l.triStep, probeFirst)
-		l.next = l.triNext // the cut's hold goes too (found in review: a slow pace's, 37 s, outlived its noise)
-		if l.hi < fastestRate && float64(l.hi) > float64(t.from)*(1+bisectTol) && l.gradual {
-			// The search that the noise ended goes on, between the pace
-			// it was cut from and the slowest refused before (rule 2).
-			l.mode, l.next = modeSearch, at+l.searchStep()
-		}
-		ks.setLearned(now, at, t.from, false)
-		l.cut, l.since, l.accepted = ks.admitted, at, 0
+	case t.llr <= -learnOdds && t.asBefore():
+		ks.noiseFound(now, at)
 	}
 	return true, false
+}
+
+// noiseFound ends the trial of a learned pace's cut, at now (at from the
+// epoch), with refusals as often as before: noise (rule 7).
+func (ks *keyState) noiseFound(now time.Time, at time.Duration) {
+	l := ks.learning()
+	t := &l.tri
+	t.adm = 0
+	// The noise's share, under 1/learnMore so that the CUSUM's
+	// alternative is a share (found in review: at a share over a
+	// third, its step was NaN, and the quiet ended at once). The
+	// trial's own share runs high when it stops at a refusal: no more
+	// than twice the share before counts (more, and the CUSUM would not
+	// see a quota that fell under the pace).
+	bg := min(max(t.base, float64(t.k)/float64(t.n)), trialMore*t.base, bgMost)
+	l.noiseEnd, l.bg, l.cusum, l.bgPace = at+noiseFor, bg, 0, t.from
+	l.lo, l.hi, l.mode, l.step = t.from, max(l.triHi, t.from), modeCruise, max(l.triStep, probeFirst)
+	l.next = l.triNext // the cut's hold goes too (found in review: a slow pace's, 37 s, outlived its noise)
+	if l.hi < fastestRate && float64(l.hi) > float64(t.from)*(1+bisectTol) && l.gradual {
+		// The search that the noise ended goes on, between the pace
+		// it was cut from and the slowest refused before (rule 2).
+		l.mode, l.next = modeSearch, at+l.searchStep()
+	}
+	ks.setLearned(now, at, t.from, false)
+	l.cut, l.since, l.accepted = ks.admitted, at, 0
 }
 
 // noise reports whether a refusal of a learned pace p, at at, is noise
@@ -858,12 +894,19 @@ func (ks *keyState) climbLearned(now time.Time, at time.Duration) {
 		l.reachAt, l.reachAdm = at, ks.admitted
 		return
 	}
-	if t := &l.tri; t.adm != 0 && at-t.at >= trialFor && at >= l.next {
-		// No noise showed in time: the cut stands. A slow pace's hold,
-		// 200 answers' worth of it, is the trial's time too (regression:
-		// at 12 a second, 4 s were 48 answers, too few to tell; behind 3%
-		// random 429s a learned pace sank to 3 a second, 33x the ideal).
-		t.adm = 0
+	if t := &l.tri; t.adm != 0 && (at-t.at >= trialFor && at >= l.next || t.n >= trialMost) {
+		// Not told at its odds in time: the answers so far decide. As
+		// often as before is likelier than a fifth as often, and than
+		// twice as often: noise. Otherwise the cut stands. A slow pace's
+		// hold, 200 answers' worth of it, is the trial's time too
+		// (regression: at 12 a second, 4 s were 48 answers, too few to
+		// tell; behind 3% random 429s a learned pace sank to 3 a second,
+		// 33x the ideal).
+		if t.llr < 0 && t.asBefore() {
+			ks.noiseFound(now, at)
+		} else {
+			t.adm = 0
+		}
 	}
 	if ks.waiting == 0 || at < l.next || l.tri.adm != 0 {
 		return // not yet, or a cut on trial: the probes wait for its verdict

@@ -772,21 +772,28 @@ func TestLearnedPaceQuickensPastTheLastRefusal(t *testing.T) {
 // two quiet seconds after its cut, not 200 answers' worth of its pace
 // later (regression: a share of 7.5 a second held 27 s, 17 s past the
 // other's end, and the whole job took 2.3x its ideal; seeds 2, 3 and 7
-// took 2.34x, 1.50x and 1.65x). Seed 0 is left out: its joiner, its
-// first peek refused, takes the bucket for a window of 1 a second,
-// whose probes climb from 1% a whole test a step (2.26x; see the
-// README).
+// took 2.34x, 1.50x and 1.65x). Checked over 24 seeds, on average and at
+// worst: a joiner whose first peek is refused takes the bucket for a
+// window of 1 a second, whose probes climb from 1% a whole test a step
+// (2.26x; one seed in 24 here, a quarter of the runs over 1.4x over 200
+// seeds, 1.35x on average: see the README). Each seed's time moves with
+// any change to the rules; the seven this checked one by one until commit
+// d012106 were among the fast.
 func TestALateJoinerFindsTheQuotaUntold(t *testing.T) {
-	for seed := int64(1); seed < 8; seed++ {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			q := sharedQuota{limit: quotaBucket, none: true, records: 2000, workers: 8, join: 5 * time.Second}
-			r := runSharedQuota(t, q, seed)
-			ideal := 19900 * time.Millisecond // 4,000 at 200/s, after 20 at once
-			t.Logf("took %v (%.2fx the ideal), %d refused", r.took, r.took.Seconds()/ideal.Seconds(), r.refused)
-			assert.Zero(t, r.failed)
-			assert.LessOrEqual(t, r.took.Seconds(), 1.4*ideal.Seconds())
-		})
+	var sum, worst float64
+	const seeds = 24
+	for seed := range int64(seeds) {
+		q := sharedQuota{limit: quotaBucket, none: true, records: 2000, workers: 8, join: 5 * time.Second}
+		r := runSharedQuota(t, q, seed)
+		ideal := 19900 * time.Millisecond // 4,000 at 200/s, after 20 at once
+		x := r.took.Seconds() / ideal.Seconds()
+		t.Logf("seed %d: took %v (%.2fx the ideal), %d refused", seed, r.took, x, r.refused)
+		assert.Zero(t, r.failed)
+		sum, worst = sum+x, max(worst, x)
 	}
+	t.Logf("%.2fx on average, %.2fx at worst", sum/seeds, worst)
+	assert.LessOrEqual(t, sum/seeds, 1.4, "on average")
+	assert.LessOrEqual(t, worst, 2.5, "at worst")
 }
 
 // A slow pace probes within a minute of its last cut, however slow: 200
@@ -863,64 +870,6 @@ func changesAt(d time.Duration, before, after http.RoundTripper) http.RoundTripp
 		}
 		return before.RoundTrip(r)
 	})
-}
-
-// A probe refused after a big step (more than an eighth over the step below)
-// falls back to 0.95 of the step below, which held a whole test, not to the
-// pace the probes began from: the big step, not the one below, drew the
-// refusal (regression: a bucket 30-60 ms away, whose first burst of
-// refusals leaves the pace far below the quota, climbed from there again
-// after each refused probe, 1.13x the ideal on average, now 1.08x).
-func TestRefusedBigProbeFallsBackToTheStepBelow(t *testing.T) {
-	falls := 0 // refused big steps seen, over all seeds
-	for seed := range int64(3) {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				api := throttletest.NewAPI(throttletest.Config{
-					Limits:        []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 200, Burst: 20}},
-					ArrivalJitter: 2 * time.Millisecond, Latency: 30 * time.Millisecond,
-					LatencyJitter: 30 * time.Millisecond, Seed: seed})
-				rt := throttle.New(api)
-				defer rt.Close()
-				type held struct {
-					pace rate.Limit
-					from time.Duration
-				}
-				var paces []held // each pace the key was set to, and when
-				done := make(chan struct{})
-				go func() {
-					defer close(done)
-					start := time.Now()
-					for time.Since(start) < 30*time.Second {
-						time.Sleep(10 * time.Millisecond)
-						p := rt.Stats().Keys["api.test"].Rate
-						if n := len(paces); p > 0 && (n == 0 || paces[n-1].pace != p) {
-							paces = append(paces, held{p, time.Since(start)})
-						}
-					}
-				}()
-				job(t, rt, 4000)
-				<-done
-				for i := 2; i < len(paces); i++ {
-					below, probe, cut := paces[i-2], paces[i-1], paces[i]
-					// A cruising probe's step: the pace below it held
-					// a whole test (2 s here; grow and search steps
-					// hold 150 ms and 1 s), the step rose by more than
-					// an eighth, and a refusal cut it.
-					if probe.from-below.from < 1900*time.Millisecond ||
-						probe.pace <= below.pace*(1+1.0/8) || cut.pace >= probe.pace {
-						continue
-					}
-					falls++
-					t.Logf("%.1f/s for %v, then %.1f/s, refused: %.1f/s", float64(below.pace),
-						probe.from-below.from, float64(probe.pace), float64(cut.pace))
-					assert.GreaterOrEqual(t, float64(cut.pace), 0.95*float64(below.pace)*0.999,
-						"back to 0.95 of the step below")
-				}
-			})
-		})
-	}
-	assert.Positive(t, falls, "a big probe step was refused")
 }
 
 // A key whose first burst was all refused, and whose requests then all wait
@@ -1242,14 +1191,17 @@ func TestLearnedPaceClimbsAfterIdle(t *testing.T) {
 // answers, a cut is tried: as often after it as before, they are noise,
 // the pace goes back, and for 30 s they cut nothing unless they come
 // three times as often (1.13-2.35x, 1.62x on average, the pace ending at
-// 59-210, 100 on average: one seed ends growing past the quota).
+// 59-210, 100 on average: one seed ends growing past the quota). A quick
+// refusal cut by the share refused, a trial that goes on while the
+// answers say neither "as often" nor "twice as often", and a pause in
+// the quiet that cuts nothing: 1.51x.
 func TestRandomRefusalsDoNotSinkALearnedPace(t *testing.T) {
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
 	var paces float64
 	mean := randomlyRefused(t, 0.01, bucket, 2000, func(t *testing.T, seed int64, x, pace float64) {
 		paces += pace
 	})
-	assert.LessOrEqual(t, mean, 1.8, "on average")
+	assert.LessOrEqual(t, mean, 1.6, "on average")
 	assert.GreaterOrEqual(t, paces/8, 70.0, "the pace at the end, on average, did not sink")
 }
 
@@ -1260,10 +1212,11 @@ func TestRandomRefusalsDoNotSinkALearnedPace(t *testing.T) {
 // as the probes' own hold after a cut, 200 answers' worth of the pace,
 // when that is longer (1.63x; 1.74x while no cut was tried past a share
 // of 2%, which two requests in a hundred at random cross now and then;
-// 1.66x since that share is 5%).
+// 1.66x since that share is 5%; 1.48x since a quick refusal cuts by the
+// share refused, not by the rate accepted over the few answers before it).
 func TestRandomRefusalsDoNotSinkASlowLearnedPace(t *testing.T) {
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 20, Burst: 2}
-	assert.LessOrEqual(t, randomlyRefused(t, 0.02, bucket, 1000, nil), 1.8, "on average")
+	assert.LessOrEqual(t, randomlyRefused(t, 0.02, bucket, 1000, nil), 1.6, "on average")
 }
 
 // Three requests in a hundred refused at random: a cut is tried while the
@@ -1273,10 +1226,11 @@ func TestRandomRefusalsDoNotSinkASlowLearnedPace(t *testing.T) {
 // learned at a bucket of 100 a second sank to a few a second (16.8x the
 // ideal on average over these seeds; 4.05x with the gate at 5%, 4.2x
 // since refusals that pause the key past where the noise was found end
-// the quiet).
+// the quiet; 3.1x since a quick refusal cuts by the share refused, 4.1x
+// without that alone).
 func TestThreeRandomRefusalsInAHundredDoNotSinkALearnedPace(t *testing.T) {
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
-	assert.LessOrEqual(t, randomlyRefused(t, 0.03, bucket, 2000, nil), 5.0, "on average")
+	assert.LessOrEqual(t, randomlyRefused(t, 0.03, bucket, 2000, nil), 3.6, "on average")
 }
 
 // noiseThen runs a job of n records, 16 workers, through a Transport told
@@ -1345,7 +1299,10 @@ func TestQuietEndsWhenAPaceFarPastItPauses(t *testing.T) {
 // it. Found in review: 2% of requests refused at random throughout, the
 // quota falling from 100 a second to 92 at 20 s under a probe's 98.5:
 // about 6 429s a second for 20 s, each swallowed. Over these 32 seeds, 16
-// after the fall on average at commit 2563042, the worst 50; 11 now.
+// after the fall on average at commit 2563042, the worst 50; 11 at commit
+// d012106; 10.7 now (a trial is tried against the share of refusals
+// lately if higher than so far, and is not noise until its answers say
+// "as often" is likelier than "twice as often": 16 without).
 func TestQuietEndsWhenAProbePausesTheKey(t *testing.T) {
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
 	lower := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 92, Burst: 5}
@@ -1366,10 +1323,12 @@ func TestQuietEndsWhenAProbePausesTheKey(t *testing.T) {
 // the quota. Found in review: a quiet that ended at the first refusal of a
 // growing pace, nearly always noise's, halved it each time; a bucket of
 // 1,000 a second behind 2% random 429s took 9.2x the ideal on average over
-// these seeds, 7.4x now.
+// these seeds, 7.4x at commit d012106, 3.9x since a pause in the quiet
+// cuts nothing (6.7x without that alone) and a quick refusal cuts by the
+// share refused.
 func TestASunkPaceClimbsBackThroughNoise(t *testing.T) {
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 1000, Burst: 20}
-	assert.LessOrEqual(t, randomlyRefused(t, 0.02, bucket, 20000, nil), 8.3, "on average")
+	assert.LessOrEqual(t, randomlyRefused(t, 0.02, bucket, 20000, nil), 4.5, "on average")
 }
 
 // Two transports on one quota, told nothing, take each other's refusals:
