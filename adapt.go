@@ -676,8 +676,22 @@ func (t *trial) answered(adm uint64, refused, atCeil bool) {
 			t.atK++
 		}
 	}
-	if t.adm == 0 || adm <= t.adm || math.Abs(t.llr) >= trialOdds {
-		return // no trial on, sent before it, or told: the next refusal acts on it
+	if t.adm == 0 || adm <= t.adm {
+		return // no trial on, or sent before it
+	}
+	if math.Abs(t.llr) >= trialOdds {
+		// Told: the next refusal acts on it. A learned pace's trial
+		// (drop learnDrop) goes on past its odds until its answers say
+		// "as often" or "twice as often" (see tried): its counts go on
+		// too, or oftener and asBefore would judge the answers of its
+		// first moments only, and trialMost would never come.
+		if t.drop == learnDrop {
+			t.n++
+			if refused {
+				t.k++
+			}
+		}
+		return
 	}
 	drop := t.drop
 	if drop == 0 {

@@ -67,14 +67,16 @@ import (
 //     or 0.97 of itself, whichever is lower, and down to 0.97 of that rate
 //     when the server took less than 0.9 of what the key sent. A refusal
 //     before 20 answers came back accepted says the pace is far too fast:
-//     it goes to the share of the key's last 20 answers the server
-//     accepted, within half and 0.95 of itself, and the search stays
+//     it goes to the share of the key's last 20 answers not refused for
+//     the quota (any answers, those to attempts sent before the last cut
+//     too; a 5xx counts as not refused), within half and 0.95 of itself,
+//     and the search stays
 //     below the pace refused (a slow quota refuses before 20 answers
 //     every time). (Regression: the rate accepted in between, counted
 //     over the two to five answers that came back, was as often the
 //     answers' lag as the server's: behind 3% random 429s, each refusal
 //     that came soon after another, nearly one in two, cut the pace by
-//     15-40%.)
+//     15-50%.)
 //  4. Spent. Refusals that keep coming after a cut (3 of the key's last 20
 //     answers) or a wait over 2 s pause the whole key, peeking into the
 //     last second of the wait as in rule 1; the refusals of attempts sent
@@ -586,7 +588,7 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 	switch {
 	case quick:
 		// The server's share of the pace, from the refusals among the
-		// key's last 20 answers.
+		// key's last 20 answers (see rule 3).
 		share := 1 - float64(bits.OnesCount64(ks.ev.recent[0]&mask(outageAnswers)))/outageAnswers
 		l.lo = min(l.lo, max(p*quickShare, min(p*rate.Limit(share), p*cutShare)))
 		l.hi = min(l.hi, p) // far too fast is too fast: the search stays below it

@@ -202,3 +202,49 @@ func TestAPauseInTheQuietCutsNothing(t *testing.T) {
 	ks.heldLearned(time.Now(), at+time.Second)
 	assert.Equal(t, rate.Limit(40), ks.lim.Limit(), "to the fastest that held a whole test, not below half")
 }
+
+// A learned pace's trial that goes on past its odds (refusals neither as
+// often as before nor twice as often yet) goes on counting: refusals at
+// 10% after three in its first hundred answers, where 1% came before,
+// are twice as often within a few, and cut. (Found in review: the counts
+// stopped at the odds a configured trial ends at, e^3; the refusals after
+// were judged on the first hundred answers, eleven swallowed over 11 s.)
+func TestATrialCountsPastItsOdds(t *testing.T) {
+	ks := &keyState{pol: &policy{}}
+	ks.lim = rate.NewLimiter(10, learnedBurst)
+	ks.rarely().learn = learner{on: true, edge: true, mode: modeCruise, lo: 10, hi: 12, tested: 10, low: 10,
+		test: 2 * time.Second, hold: probeHold, costs: true, step: probeFirst,
+		accepted: 150, since: 5 * time.Second, cruiseN: 1000, cruiseK: 11, peakAt: longAgo, noiseEnd: longAgo}
+	l := ks.learning()
+	now, at := time.Now(), 20*time.Second
+	ks.admitted = 1000
+	ks.relearn(now, at, 10, time.Second)
+	require.NotZero(t, l.tri.adm, "the cut is tried")
+	first := l.tri.adm
+	accept := func(n int) {
+		for range n {
+			at += 100 * time.Millisecond
+			ks.admitted++
+			l.accept(&ticket{adm: ks.admitted})
+			ks.climbLearned(now, at)
+		}
+	}
+	refuse := func() {
+		at += 100 * time.Millisecond
+		ks.admitted++
+		ks.relearn(now, at, ks.lim.Limit(), time.Second)
+	}
+	for _, n := range []int{5, 44, 48} {
+		accept(n)
+		refuse()
+	}
+	require.NotZero(t, l.tri.adm, "three in a hundred: the trial goes on")
+	require.Less(t, l.tri.llr, -float64(trialOdds), "past the odds a configured trial ends at")
+	cut := ks.lim.Limit()
+	for range 3 {
+		accept(9)
+		refuse()
+	}
+	assert.NotEqual(t, first, l.tri.adm, "twice as often: told (and the next cut tried)")
+	assert.Less(t, float64(ks.lim.Limit()), float64(cut), "and cut")
+}
