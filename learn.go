@@ -70,9 +70,8 @@ import (
 //     it goes to the share of the key's last 20 answers not refused for
 //     the quota (any answers, those to attempts sent before the last cut
 //     too; a 5xx counts as not refused), within half and 0.95 of itself,
-//     and the search stays
-//     below the pace refused (a slow quota refuses before 20 answers
-//     every time). (Regression: the rate accepted in between, counted
+//     and the search stays below the pace refused (a slow quota refuses
+//     before 20 answers every time). (Regression: the rate accepted in between, counted
 //     over the two to five answers that came back, was as often the
 //     answers' lag as the server's: behind 3% random 429s, each refusal
 //     that came soon after another, nearly one in two, cut the pace by
