@@ -45,14 +45,23 @@ import (
 //  3. Recurring. An episode within 10 seconds of the one before. When the
 //     refusals are dense (5 of the key's last 100 answers, or 3 of the
 //     last 20, counting only answers since the last cut by this rule or
-//     rule 1: each answer is evidence for one cut), they are the pace's
+//     rule 1: each answer is evidence for one cut), and twice as frequent
+//     as the key's refusals lately or more (5% at least), at odds of e^6
+//     to 1 (a CUSUM test against the share of its last 500 answers or so,
+//     older ones weighing less, those before its first trouble counted
+//     accepted; a share over a tenth counts as a tenth: a server that
+//     refuses more is refusing the pace), they are the pace's
 //     doing: it goes to 0.8 of itself, or lower to what the share of
 //     answers accepted says the server bears (a pace several times the
 //     quota), or to half of itself when the server took no more than a
 //     resume lets go at once; its ceiling to 0.95 of it, or that share,
 //     proven. (Found in review: the same three refusals were counted again
 //     at each refusal after them, each cutting again; one request in 33
-//     refused at random took a configured pace to a fifth of the quota.)
+//     refused at random took a configured pace to a fifth of the quota;
+//     then, three in twenty, which come at that share at one refusal in
+//     nine, cut it by a fifth and proved its ceiling lower: 2.2x the ideal
+//     on average in the model, 2.2-4.0x on loopback where go-retryablehttp
+//     + x/time/rate took 1.03-1.07x.)
 //     Sparse ones, which a server also sends at random whatever the pace
 //     (a gateway's, another tenant's collision), are tried: the ceiling
 //     goes a twentieth lower while the answers after it tell, at odds of
@@ -70,11 +79,16 @@ import (
 //     trials that helped, one after the other, began, when they come as
 //     often as before the first), and for 30 s sparse refusals change
 //     nothing but the refused request's wait. Refusals dense within a
-//     trial end it, as dense. (Found in review: each sparse refusal set
-//     the ceiling to 0.9 of what was proven for 30 s; one request in a
-//     hundred refused at random kept a configured pace at 1.12-1.15x the
-//     ideal, 1.34x on loopback where go-retryablehttp + x/time/rate took
-//     1.03x.) A ceiling proven by a chance cluster climbs back as below.
+//     trial end it, as dense, once twice the trial's base is likelier for
+//     them, at odds of 20 to 1, than the base (a trial stops at a refusal:
+//     three in its first 60 answers come one trial in three where one
+//     request in 33 is refused at random), or the key paused since the
+//     last cut (a pace over the quota draws its refusals together after a
+//     resume). (Found in review: each sparse refusal set the ceiling to
+//     0.9 of what was proven for 30 s; one request in a hundred refused at
+//     random kept a configured pace at 1.12-1.15x the ideal, 1.34x on
+//     loopback where go-retryablehttp + x/time/rate took 1.03x.) A ceiling
+//     proven by a chance cluster climbs back as below.
 //  4. Isolated. The pace goes to 0.8 of itself or to what the server was
 //     seen to accept, whichever is faster (a collision after a long quiet
 //     run barely moves it), and the ceiling stays.
@@ -120,6 +134,11 @@ const (
 
 	denseOver  = 100  // refusals among this many recent answers
 	denseShare = 0.05 // this share of them or more are the pace's doing
+
+	latelyOver  = 512   // the key's share of refusals lately is counted over about this many answers
+	latelyLeast = 0.001 // and taken as this at least,
+	latelyMost  = 0.1   // and this at most: a server that refuses more is refusing the pace
+	denseOdds   = 6.0   // refusals are dense only when they came twice as often as lately, or at denseShare, at odds of e^6 to 1
 
 	forgetAfter = time.Minute // an adapted pace is kept this long after its last change
 )
@@ -172,6 +191,10 @@ type evidence struct {
 
 	answers, refusals int64 // all answers counted (the key's first trouble on), and the refusals among them
 
+	lately, latelyRefused float64 // the answers and refusals, each weighing less by 1/latelyOver at each answer after it
+	over                  float64 // a CUSUM test, since the last cut by rule 1 or 3, of refusals twice as often as lately or more
+	often                 bool    // over reached denseOdds at the last answer recorded
+
 	spanAt  time.Duration // answers not refused for the quota are counted from here: the first answer, the last cut or resume; longAgo before
 	spanOK  int
 	spanAdm uint64 // the key's admissions then
@@ -191,6 +214,18 @@ func (e *evidence) answered(now time.Duration) {
 // record adds an answer to the recent ones, from the key's first trouble
 // on: refused for the quota, or not.
 func (e *evidence) record(refused bool) {
+	b := min(max(e.noisy(), latelyLeast), latelyMost)
+	s := max(2*b, denseShare)
+	if refused {
+		e.over += math.Log(s / b)
+	} else {
+		e.over = max(0, e.over+math.Log1p(-s)-math.Log1p(-b))
+	}
+	e.lately = e.lately*(1-1.0/latelyOver) + 1
+	e.latelyRefused *= 1 - 1.0/latelyOver
+	if refused {
+		e.latelyRefused++
+	}
 	e.fresh = min(e.fresh+1, 128)
 	e.recent[1] = e.recent[1]<<1 | e.recent[0]>>63
 	e.recent[0] <<= 1
@@ -199,10 +234,23 @@ func (e *evidence) record(refused bool) {
 	}
 	e.seen = min(e.seen+1, 128)
 	e.answers++
+	e.often = e.over >= denseOdds
+}
+
+// noisy is the key's share of refusals lately.
+func (e *evidence) noisy() float64 {
+	return e.latelyRefused / max(e.lately, 1)
+}
+
+// cut starts the counts for the next cut by rule 1 or 3 from here: each
+// answer is evidence for one cut.
+func (e *evidence) cut() {
+	e.fresh, e.over = 0, 0
 }
 
 // dense reports whether refusals were 5 of the last 100 answers since the
-// last cut by rule 1 or 3, or 3 of the last 20 (refusalsMin): the pace's
+// last cut by rule 1 or 3, or 3 of the last 20 (refusalsMin), and came
+// twice as often as lately at odds of e^denseOdds (see record): the pace's
 // doing; and the share of them it says the server refused, a low guess.
 // Refusals at random, or a collision now and then, are fewer.
 func (e *evidence) dense() (float64, bool) {
@@ -211,6 +259,11 @@ func (e *evidence) dense() (float64, bool) {
 	nw := min(e.fresh, outageAnswers)
 	near := bits.OnesCount64(e.recent[0] & mask(nw))
 	switch {
+	case !e.often:
+		// Not more often than the key's refusals came lately: a server
+		// that refuses a share at random, whatever the pace, draws three
+		// in twenty by chance (at one in 33, at one refusal in nine).
+		return 0, false
 	case near >= refusalsMin:
 		return max(float64(near-1)/outageAnswers, float64(n-1)/float64(max(w, outageAnswers))), true
 	case float64(n) >= denseShare*denseOver:
@@ -315,7 +368,7 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 	}
 	if got, ok := ev.accepting(at, p, ks.pol.Burst, ks.admitted); ok && got < p*provenShare && ev.refusedMuch(ks.admitted, ks.sending) {
 		ks.setPace(now, at, got, max(got, ks.pol.Rate*slowestShare)) // 1: proven lower
-		ev.fresh = 0
+		ev.cut()
 		a.provenAt = at
 		return
 	}
@@ -338,8 +391,12 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 		return
 	}
 	share, dense := ev.dense()
-	if t := &a.trial; !dense && t.more() {
-		// The trial's refusals are dense: the pace's doing.
+	if t := &a.trial; !dense && t.more() && (a.resumed || t.oftener(trialOdds)) {
+		// The trial's refusals are dense, and likelier twice as often as
+		// its base than at it (or the key paused since the last cut):
+		// the pace's doing. A trial stops at a refusal, and where one
+		// request in 33 is refused at random, three come in its first 60
+		// answers one trial in three.
 		share, dense = float64(t.k-1)/float64(max(t.n, outageAnswers)), true
 	}
 	if wait > coarseWait || !a.run.cut && a.run.spent() {
@@ -365,7 +422,8 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 			est = min(est, p*farCut)
 		}
 		ks.setPace(now, at, min(p*slowFactor, est), min(p*recurShare, est))
-		ev.fresh, a.resumed = 0, false
+		ev.cut()
+		a.resumed = false
 		a.provenAt = at
 	case recurring:
 		ks.sparse(now, at)

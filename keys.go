@@ -98,6 +98,9 @@ func (ks *keyState) rarely() *rare {
 func (ks *keyState) troubled() *trouble {
 	if ks.tr == nil {
 		ks.tr = &trouble{adapt: newAdaptation(ks.pol.Rate)}
+		// The answers before its first trouble were not refused for the
+		// quota: the share of refusals lately (adapt.go) counts them.
+		ks.ev.lately = float64(min(ks.admitted-uint64(max(ks.sending, 0)), latelyOver))
 	}
 	return ks.tr
 }

@@ -309,7 +309,10 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 // key's recent answers (fewer than 3 of the last 20; to a configured pace,
 // fewer than 4: found in review, three in twenty come by chance when one
 // request in a hundred is refused at random, in a third of jobs of 2,000,
-// and each paused the key a second; its rule 3 cuts it there), and the key
+// and each paused the key a second; its rule 3 cuts it there; or, to one
+// that knows its share lately from 256 answers or more, no more often than
+// that share makes likely, as rule 3 tells: four in twenty come about once
+// a job where one request in 33 is refused at random), and the key
 // is paced by a pace learned from 429s (learn.go; the refusal has cut it),
 // by a configured pace or configured windows (adapt.go: found in review,
 // pausing the key a second for each made a configured key slower than an
@@ -326,7 +329,7 @@ func (ks *keyState) collision(h hint) bool {
 	case len(ks.wins) > 0:
 		return !ks.tr.adapt.run.spent()
 	case ks.lim != nil && !ks.learned():
-		return bits.OnesCount32(ks.health.refused) <= refusalsMin // a configured pace
+		return bits.OnesCount32(ks.health.refused) <= refusalsMin || !ks.ev.often && ks.ev.lately >= latelyOver/2 // a configured pace
 	case ks.health.refusing():
 		return false
 	case ks.learned():

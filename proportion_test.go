@@ -601,6 +601,75 @@ func TestRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
 	assert.LessOrEqual(t, mean, 1.15, "on average")
 }
 
+// One request in 33 refused at random: three refusals in twenty answers
+// come by chance at one refusal in nine, three in a trial's first 60
+// answers one trial in three, and four in twenty about once a job. Taken
+// for the pace's doing, each cut the pace by a fifth and proved its
+// ceiling lower, and the four paused the key (found in review: 2.2x the
+// ideal on average here, 3.1x at worst, and 6.5x at one in 20; on
+// loopback 2.2-4.0x, where go-retryablehttp + x/time/rate took
+// 1.03-1.07x). Refusals are dense now when they come twice as often as
+// the key's share lately, at odds of e^6 to 1.
+func TestHeavyRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
+	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
+	for _, c := range []struct {
+		share      float64
+		mean, most float64
+	}{{0.03, 1.4, 1.7}, {0.05, 1.75, 2.4}} {
+		t.Run(fmt.Sprint(c.share), func(t *testing.T) {
+			mean := randomlyRefused(t, c.share, bucket, 2000, func(t *testing.T, seed int64, x, pace float64) {
+				assert.LessOrEqual(t, x, c.most, "seed %d", seed)
+			}, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
+			assert.LessOrEqual(t, mean, c.mean, "on average")
+		})
+	}
+}
+
+// A quota that drops under a configured pace amid random refusals (one
+// request in a hundred, before and after) is still found: refusals twice
+// as often as lately are dense, and a trial's dense refusals cut, though
+// sparse refusals are chance (a review's bound: a pace a few percent over
+// the quota is hard to tell from noise, but it must not be kept there).
+func TestQuotaDropAmidRandomRefusalsIsFound(t *testing.T) {
+	var after int64
+	const seeds = 4
+	for seed := range int64(seeds) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				full := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{
+					{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}}}, seed))
+				low := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{
+					{Algorithm: throttletest.TokenBucket, Rate: 90, Burst: 5}}}, 100+seed))
+				start := time.Now()
+				var mu sync.Mutex
+				rng := rand.New(rand.NewPCG(uint64(seed), 7))
+				base := rtFunc(func(r *http.Request) (*http.Response, error) {
+					mu.Lock()
+					refused := rng.Float64() < 0.01
+					mu.Unlock()
+					switch {
+					case refused:
+						time.Sleep(ms(2))
+						return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+					case time.Since(start) >= time.Minute:
+						return low.RoundTrip(r)
+					}
+					return full.RoundTrip(r)
+				})
+				rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
+				defer rt.Close()
+				took := job(t, rt, 6000+90*120)
+				n := low.Stats().Total.Throttled
+				after += n
+				t.Logf("seed %d: took %v, %d refused by the quota after the drop, pace at the end %.1f", seed, took, n, float64(keyRate(rt, "api.test")))
+				assert.LessOrEqual(t, took, 216*time.Second, "within 1.2x the ideal, 180 s")
+				assert.LessOrEqual(t, float64(keyRate(rt, "api.test")), 91.0, "at the quota or under")
+			})
+		})
+	}
+	assert.LessOrEqual(t, float64(after)/seeds, 45.0, "refused by the quota after the drop, on average")
+}
+
 // randomlyRefused runs a job of n records, 16 workers, for each of 8
 // seeds against the quota l behind a server that refuses the share of
 // requests at random, through a Transport made with opts; each calls
@@ -718,6 +787,30 @@ func TestThreeRefusalsInTwentyDoNotPauseAConfiguredPace(t *testing.T) {
 		job(t, rt, 1000)
 		st := rt.Stats().Total
 		assert.EqualValues(t, 3, st.Throttled)
+		assert.Zero(t, st.Pauses)
+	})
+}
+
+// Four refusals in twenty answers pause a configured pace that was never
+// refused so often (see TestSpentWindowRefusingOneAtATimePausesTheKey),
+// but not one whose server refused one request in 33 all along: there they
+// come by chance about once a job, and each paused the key a second.
+func TestFourRefusalsInTwentyAmidNoiseDoNotPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int64
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(ms(2))
+			switch i := n.Add(1); {
+			case i%33 == 0 && i < 1500, i == 1600, i == 1605, i == 1610, i == 1615:
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
+		defer rt.Close()
+		job(t, rt, 2000)
+		st := rt.Stats().Total
+		assert.EqualValues(t, 45+4, st.Throttled)
 		assert.Zero(t, st.Pauses)
 	})
 }
