@@ -45,12 +45,13 @@ import (
 //  3. Recurring. An episode within 10 seconds of the one before. When the
 //     refusals are dense (5 of the key's last 100 answers, or 3 of the
 //     last 20, counting only answers since the last cut by this rule or
-//     rule 1: each answer is evidence for one cut), and twice as frequent
-//     as the key's refusals lately or more (5% at least), at odds of e^6
-//     to 1 (a CUSUM test against the share of its last 500 answers or so,
-//     older ones weighing less, those before its first trouble counted
-//     accepted; a share over a tenth counts as a tenth: a server that
-//     refuses more is refusing the pace), they are the pace's
+//     rule 1: each answer is evidence for one cut), and, once 256 answers
+//     tell the key's share of refusals lately, twice as frequent as that
+//     share or more (5% at least), at odds of e^6 to 1 (a CUSUM test
+//     against the share of its last 500 answers or so, older ones weighing
+//     less, those before its first trouble counted accepted; a share over
+//     a twentieth counts as a twentieth: the pace's own refusals are in
+//     it, and must not hide themselves), they are the pace's
 //     doing: it goes to 0.8 of itself, or lower to what the share of
 //     answers accepted says the server bears (a pace several times the
 //     quota), or to half of itself when the server took no more than a
@@ -61,7 +62,10 @@ import (
 //     then, three in twenty, which come at that share at one refusal in
 //     nine, cut it by a fifth and proved its ceiling lower: 2.2x the ideal
 //     on average in the model, 2.2-4.0x on loopback where go-retryablehttp
-//     + x/time/rate took 1.03-1.07x.)
+//     + x/time/rate took 1.03-1.07x. And in review, a share lately of up
+//     to a tenth, or one counted from the first answers only, let a Policy
+//     twice its quota count its own refusals as noise: 2,066 429s where 30
+//     were.)
 //     Sparse ones, which a server also sends at random whatever the pace
 //     (a gateway's, another tenant's collision), are tried: the ceiling
 //     goes a twentieth lower while the answers after it tell, at odds of
@@ -137,7 +141,7 @@ const (
 
 	latelyOver  = 512   // the key's share of refusals lately is counted over about this many answers
 	latelyLeast = 0.001 // and taken as this at least,
-	latelyMost  = 0.1   // and this at most: a server that refuses more is refusing the pace
+	latelyMost  = 0.05  // and this at most: a server that refuses more is refusing the pace
 	denseOdds   = 6.0   // refusals are dense only when they came twice as often as lately, or at denseShare, at odds of e^6 to 1
 
 	forgetAfter = time.Minute // an adapted pace is kept this long after its last change
@@ -193,7 +197,7 @@ type evidence struct {
 
 	lately, latelyRefused float64 // the answers and refusals, each weighing less by 1/latelyOver at each answer after it
 	over                  float64 // a CUSUM test, since the last cut by rule 1 or 3, of refusals twice as often as lately or more
-	often                 bool    // over reached denseOdds at the last answer recorded
+	often                 bool    // over reached denseOdds at the last answer recorded, or fewer than latelyOver/2 answers tell the share lately
 
 	spanAt  time.Duration // answers not refused for the quota are counted from here: the first answer, the last cut or resume; longAgo before
 	spanOK  int
@@ -217,7 +221,7 @@ func (e *evidence) record(refused bool) {
 	b := min(max(e.noisy(), latelyLeast), latelyMost)
 	s := max(2*b, denseShare)
 	if refused {
-		e.over += math.Log(s / b)
+		e.over = min(e.over+math.Log(s/b), 2*denseOdds) // (the evidence of a moment ago, not of ever)
 	} else {
 		e.over = max(0, e.over+math.Log1p(-s)-math.Log1p(-b))
 	}
@@ -234,7 +238,7 @@ func (e *evidence) record(refused bool) {
 	}
 	e.seen = min(e.seen+1, 128)
 	e.answers++
-	e.often = e.over >= denseOdds
+	e.often = e.over >= denseOdds || e.lately < latelyOver/2
 }
 
 // noisy is the key's share of refusals lately.

@@ -59,9 +59,9 @@ func TestDenseIsRelativeToTheShareLately(t *testing.T) {
 	assert.False(t, dense, "three in twenty after the cut, where one in eight came lately")
 }
 
-// A key refused more than a quarter of its requests is refused for its
+// A key refused more than a tenth of its requests is refused for its
 // pace, whatever it was refused lately: the share lately counts as a
-// quarter at most (a Policy ten times the quota drew refusals at nine
+// twentieth at most (a Policy ten times the quota drew refusals at nine
 // requests in ten, and, taken as the server's share, they never were
 // dense).
 func TestRefusalsOfMostRequestsAreDense(t *testing.T) {
@@ -69,4 +69,17 @@ func TestRefusalsOfMostRequestsAreDense(t *testing.T) {
 	answers(&e, 200, 2)
 	_, dense := e.dense()
 	assert.True(t, dense)
+}
+
+// The CUSUM test weighs what came a moment ago, not ever: a long run of
+// refusals (a pause's worth, an outage of 429s) leaves it at most twice
+// its bound, and the answers accepted after it bring it back (a review
+// found it unbounded: a hundred refusals in a row, where no cut reset
+// it, kept every refusal for thousands of answers dense).
+func TestDenseForgetsALongRunOfRefusals(t *testing.T) {
+	e := &evidence{lately: latelyOver}
+	answers(e, 100, 1)
+	answers(e, 400, 0)
+	e.record(true)
+	assert.False(t, e.often, "one refusal, 400 answers after the run")
 }

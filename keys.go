@@ -100,7 +100,7 @@ func (ks *keyState) troubled() *trouble {
 		ks.tr = &trouble{adapt: newAdaptation(ks.pol.Rate)}
 		// The answers before its first trouble were not refused for the
 		// quota: the share of refusals lately (adapt.go) counts them.
-		ks.ev.lately = float64(min(ks.admitted-uint64(max(ks.sending, 0)), latelyOver))
+		ks.ev.lately = float64(min(max(int64(ks.admitted)-int64(ks.sending), 0), latelyOver))
 	}
 	return ks.tr
 }

@@ -605,17 +605,19 @@ func TestRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
 // come by chance at one refusal in nine, three in a trial's first 60
 // answers one trial in three, and four in twenty about once a job. Taken
 // for the pace's doing, each cut the pace by a fifth and proved its
-// ceiling lower, and the four paused the key (found in review: 2.2x the
-// ideal on average here, 3.1x at worst, and 6.5x at one in 20; on
+// ceiling lower, and the four paused the key (found in review: 2.3x the
+// ideal on average here, 3.9x at worst, and 8.7x or more at one in 20; on
 // loopback 2.2-4.0x, where go-retryablehttp + x/time/rate took
-// 1.03-1.07x). Refusals are dense now when they come twice as often as
-// the key's share lately, at odds of e^6 to 1.
+// 1.03-1.07x). Refusals are dense now, once 256 answers tell the key's
+// share of them lately, when they come twice as often as that share, at
+// odds of e^6 to 1; in the first 256, a chance cluster still proves the
+// ceiling lower.
 func TestHeavyRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
 	for _, c := range []struct {
 		share      float64
 		mean, most float64
-	}{{0.03, 1.4, 1.7}, {0.05, 1.75, 2.4}} {
+	}{{0.03, 1.55, 1.9}, {0.05, 3.0, 4.6}} {
 		t.Run(fmt.Sprint(c.share), func(t *testing.T) {
 			mean := randomlyRefused(t, c.share, bucket, 2000, func(t *testing.T, seed int64, x, pace float64) {
 				assert.LessOrEqual(t, x, c.most, "seed %d", seed)
@@ -623,6 +625,62 @@ func TestHeavyRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
 			assert.LessOrEqual(t, mean, c.mean, "on average")
 		})
 	}
+}
+
+// A Policy twice the quota, no refusals at random: the pace's own
+// refusals must not make the share it is judged against (found in review:
+// counted in the key's share of refusals lately, its refusals were never
+// more often than that share, the pace was never cut for them, and the
+// key held a pace over the quota: a Policy of 500 on a bucket of 240, 2,066
+// of the quota's 429s and 1.54x the ideal where 30 and 1.04x were). The
+// counts alone decide until 256 answers tell the share lately, and a share
+// over 5% counts as 5%.
+func TestPolicyOverTheQuotaIsNotItsOwnNoise(t *testing.T) {
+	for _, q := range []float64{150, 240, 300} {
+		t.Run(fmt.Sprint(q), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{
+					{Algorithm: throttletest.TokenBucket, Rate: q, Burst: 10}}}, 0))
+				rt := throttle.New(api, throttle.WithPolicy(throttle.Policy{Rate: 500, Burst: 10}))
+				defer rt.Close()
+				n := int(q) * 60
+				took := job(t, rt, n)
+				x := took.Seconds() / (float64(n-10) / q)
+				refused := api.Stats().Total.Throttled
+				t.Logf("took %v (%.3fx the ideal), %d refused, pace at the end %.1f", took, x, refused, float64(keyRate(rt, "api.test")))
+				assert.LessOrEqual(t, x, 1.08)
+				assert.LessOrEqual(t, refused, int64(60))
+			})
+		})
+	}
+}
+
+// Collisions from the network's jitter, more than the server's bucket
+// absorbs (25 ms of arrival jitter, a Burst of 2), come more often than
+// refusals at random would, and often enough to be the pace's: they must
+// not count as the server's share lately beyond a twentieth (found in
+// review: at a tenth, the key held its pace through them, 393 of the
+// quota's 429s on average where 124 are, 682 at worst).
+func TestJitterBeyondTheBurstIsNotNoise(t *testing.T) {
+	var refused int64
+	const seeds = 2
+	for seed := range int64(seeds) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := nearby(throttletest.Config{Limits: []throttletest.Limit{
+					{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 2}}}, seed)
+				cfg.ArrivalJitter = 25 * time.Millisecond
+				api := throttletest.NewAPI(cfg)
+				rt := throttle.New(api, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 2}))
+				defer rt.Close()
+				took := job(t, rt, 100*120)
+				n := api.Stats().Total.Throttled
+				refused += n
+				t.Logf("took %v, %d refused", took, n)
+			})
+		})
+	}
+	assert.LessOrEqual(t, float64(refused)/seeds, 200.0, "refused on average")
 }
 
 // A quota that drops under a configured pace amid random refusals (one
