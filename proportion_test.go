@@ -656,11 +656,12 @@ func TestPolicyOverTheQuotaIsNotItsOwnNoise(t *testing.T) {
 }
 
 // Collisions from the network's jitter, more than the server's bucket
-// absorbs (25 ms of arrival jitter, a Burst of 2), come more often than
-// refusals at random would, and often enough to be the pace's: they must
-// not count as the server's share lately beyond a twentieth (found in
-// review: at a tenth, the key held its pace through them, 393 of the
-// quota's 429s on average where 124 are, 682 at worst).
+// absorbs (25 ms of arrival jitter, a Burst of 2), are the pace's doing:
+// they must not count as the server's share lately beyond a twentieth
+// (found in review: at a tenth, the key held its pace through them, 393
+// of the quota's 429s on average, 682 at worst). They still count below
+// it: 124 on average here, where 76.5 were before the share lately was
+// kept (commit 90479c0), the job 3% faster; review 33c, not fixed.
 func TestJitterBeyondTheBurstIsNotNoise(t *testing.T) {
 	var refused int64
 	const seeds = 2
@@ -680,7 +681,7 @@ func TestJitterBeyondTheBurstIsNotNoise(t *testing.T) {
 			})
 		})
 	}
-	assert.LessOrEqual(t, float64(refused)/seeds, 200.0, "refused on average")
+	assert.LessOrEqual(t, float64(refused)/seeds, 150.0, "refused on average")
 }
 
 // A quota that drops under a configured pace amid random refusals (one
