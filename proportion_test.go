@@ -233,6 +233,19 @@ func refusingEvery(nth int64, retryAfter string) http.RoundTripper {
 	})
 }
 
+// refusingWhen is a base that answers after 2ms, 429 with Retry-After: 1
+// to the ith request (from 1) when refused(i), 200 to the others.
+func refusingWhen(refused func(i int64) bool) http.RoundTripper {
+	var n atomic.Int64
+	return rtFunc(func(r *http.Request) (*http.Response, error) {
+		time.Sleep(ms(2))
+		if refused(n.Add(1)) {
+			return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+		}
+		return reply(r, http.StatusOK), nil
+	})
+}
+
 // watchRate samples the key's pace every 100ms until the test ends, and
 // returns a function that reports the lowest seen.
 func watchRate(t *testing.T, rt *throttle.Transport, key string) func() rate.Limit {
@@ -832,15 +845,7 @@ func TestRefusalsAreCountedForOneCut(t *testing.T) {
 // pauses it: see TestSpentWindowRefusingOneAtATimePausesTheKey.
 func TestThreeRefusalsInTwentyDoNotPauseAConfiguredPace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var n atomic.Int64
-		base := rtFunc(func(r *http.Request) (*http.Response, error) {
-			time.Sleep(ms(2))
-			switch n.Add(1) {
-			case 500, 505, 512:
-				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
-			}
-			return reply(r, http.StatusOK), nil
-		})
+		base := refusingWhen(func(i int64) bool { return i == 500 || i == 505 || i == 512 })
 		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
 		defer rt.Close()
 		job(t, rt, 1000)
@@ -856,14 +861,8 @@ func TestThreeRefusalsInTwentyDoNotPauseAConfiguredPace(t *testing.T) {
 // come by chance about once a job, and each paused the key a second.
 func TestFourRefusalsInTwentyAmidNoiseDoNotPause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var n atomic.Int64
-		base := rtFunc(func(r *http.Request) (*http.Response, error) {
-			time.Sleep(ms(2))
-			switch i := n.Add(1); {
-			case i%33 == 0 && i < 1500, i == 1600, i == 1605, i == 1610, i == 1615:
-				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
-			}
-			return reply(r, http.StatusOK), nil
+		base := refusingWhen(func(i int64) bool {
+			return i%33 == 0 && i < 1500 || i >= 1600 && i <= 1615 && i%5 == 0
 		})
 		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
 		defer rt.Close()
