@@ -329,7 +329,7 @@ func (ks *keyState) collision(h hint) bool {
 	case len(ks.wins) > 0:
 		return !ks.tr.adapt.run.spent()
 	case ks.lim != nil && !ks.learned():
-		return bits.OnesCount32(ks.health.refused) <= refusalsMin || !ks.ev.often && ks.ev.lately >= latelyOver/2 // a configured pace
+		return bits.OnesCount32(ks.health.refused) <= refusalsMin || !ks.ev.often // a configured pace
 	case ks.health.refusing():
 		return false
 	case ks.learned():
