@@ -45,13 +45,9 @@ import (
 //  3. Recurring. An episode within 10 seconds of the one before. When the
 //     refusals are dense (5 of the key's last 100 answers, or 3 of the
 //     last 20, counting only answers since the last cut by this rule or
-//     rule 1: each answer is evidence for one cut), and, once 256 answers
-//     tell the key's share of refusals lately, twice as frequent as that
-//     share or more (5% at least), at odds of e^6 to 1 (a CUSUM test
-//     against the share of its last 500 answers or so, older ones weighing
-//     less, those before its first trouble counted accepted; a share over
-//     a twentieth counts as a twentieth: the pace's own refusals are in
-//     it, and must not hide themselves), they are the pace's
+//     rule 1: each answer is evidence for one cut), and twice as frequent
+//     as the key's share of refusals lately or more (5% at least), at odds
+//     of e^6 to 1 (a CUSUM test), they are the pace's
 //     doing: it goes to 0.8 of itself, or lower to what the share of
 //     answers accepted says the server bears (a pace several times the
 //     quota), or to half of itself when the server took no more than a
@@ -65,7 +61,18 @@ import (
 //     + x/time/rate took 1.03-1.07x. And in review, a share lately of up
 //     to a tenth, or one counted from the first answers only, let a Policy
 //     twice its quota count its own refusals as noise: 2,066 429s where 30
-//     were.)
+//     were.) The share lately counts only answers shown to be noise: those
+//     of a trial that found refusals as often at a lower ceiling (below),
+//     and those before rule 2 found slowing down did not help, about the
+//     last 500 of them, older ones weighing less; until they tell, it is
+//     taken as one refusal in 50, over 256 answers. A share over a
+//     twentieth counts as a twentieth. (Found in review: counted over every
+//     answer, the pace's own refusals, steady at a few percent under a
+//     quota stepping down, two clients on one quota or the network's
+//     jitter, were in the share they were judged against, and a key took up
+//     to twice the 429s before it cut; and the first 256 answers, judged by
+//     the counts alone, took chance clusters for the pace's: one request in
+//     33 refused at random took a configured pace to 1.5-2.8x the ideal.)
 //     Sparse ones, which a server also sends at random whatever the pace
 //     (a gateway's, another tenant's collision), are tried: the ceiling
 //     goes a twentieth lower while the answers after it tell, at odds of
@@ -139,8 +146,9 @@ const (
 	denseOver  = 100  // refusals among this many recent answers
 	denseShare = 0.05 // this share of them or more are the pace's doing
 
-	latelyOver  = 512   // the key's share of refusals lately is counted over about this many answers
-	latelyLeast = 0.001 // and taken as this at least,
+	latelyOver  = 512   // the key's share of refusals lately counts about this many answers shown to be noise,
+	latelyPrior = 0.02  // and begins as this share of latelyOver/2 answers,
+	latelyLeast = 0.001 // and is taken as this at least,
 	latelyMost  = 0.05  // and this at most: a server that refuses more is refusing the pace
 	denseOdds   = 6.0   // refusals are dense only when they came twice as often as lately, or at denseShare, at odds of e^6 to 1
 
@@ -172,6 +180,7 @@ type adaptation struct {
 	lone      loneRefusals  // the lone refusals of windows in a row
 	trial     trial         // sparse refusals' trial of a slower ceiling
 	resumed   bool          // the key resumed from a pause since the last cut by rule 3
+	dense     bool          // the refusal being answered cut by rule 3: its refusals are dense (see collision)
 }
 
 // longAgo is the time, from the epoch, of what never happened: any wait
@@ -195,9 +204,9 @@ type evidence struct {
 
 	answers, refusals int64 // all answers counted (the key's first trouble on), and the refusals among them
 
-	lately, latelyRefused float64 // the answers and refusals, each weighing less by 1/latelyOver at each answer after it
+	lately, latelyRefused float64 // answers shown to be noise and the refusals among them, older ones weighing less (see shown)
 	over                  float64 // a CUSUM test, since the last cut by rule 1 or 3, of refusals twice as often as lately or more
-	often                 bool    // over reached denseOdds at the last answer recorded, or fewer than latelyOver/2 answers tell the share lately
+	often                 bool    // over reached denseOdds at the last answer recorded
 
 	spanAt  time.Duration // answers not refused for the quota are counted from here: the first answer, the last cut or resume; longAgo before
 	spanOK  int
@@ -225,11 +234,6 @@ func (e *evidence) record(refused bool) {
 	} else {
 		e.over = max(0, e.over+math.Log1p(-s)-math.Log1p(-b))
 	}
-	e.lately = e.lately*(1-1.0/latelyOver) + 1
-	e.latelyRefused *= 1 - 1.0/latelyOver
-	if refused {
-		e.latelyRefused++
-	}
 	e.fresh = min(e.fresh+1, 128)
 	e.recent[1] = e.recent[1]<<1 | e.recent[0]>>63
 	e.recent[0] <<= 1
@@ -238,7 +242,32 @@ func (e *evidence) record(refused bool) {
 	}
 	e.seen = min(e.seen+1, 128)
 	e.answers++
-	e.often = e.over >= denseOdds || e.lately < latelyOver/2
+	e.often = e.over >= denseOdds
+}
+
+// begin starts the key's share of refusals lately, at its first trouble,
+// from the prior: one refusal in 50, as if over latelyOver/2 answers.
+func (e *evidence) begin() {
+	e.lately, e.latelyRefused = latelyOver/2, latelyOver/2*latelyPrior
+}
+
+// shown adds to the key's share of refusals lately n answers shown to be
+// noise, k of them refused; what it counted before weighs less by n of
+// latelyOver.
+func (e *evidence) shown(n, k int) {
+	if n <= 0 {
+		return
+	}
+	keep := max(0, 1-float64(n)/latelyOver)
+	e.lately = e.lately*keep + float64(n)
+	e.latelyRefused = e.latelyRefused*keep + float64(k)
+}
+
+// shownRecent adds the key's last answers, up to 128, to its share of
+// refusals lately: shown to be noise.
+func (e *evidence) shownRecent() {
+	n := e.seen
+	e.shown(n, bits.OnesCount64(e.recent[0]&mask(n))+bits.OnesCount64(e.recent[1]&mask(n-64)))
 }
 
 // noisy is the key's share of refusals lately.
@@ -329,6 +358,7 @@ func (e *evidence) refusedMuch(admitted uint64, sending int32) bool {
 // refused it.
 func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyond bool) {
 	a, ev := &ks.troubled().adapt, &ks.ev
+	a.dense = false
 	ev.record(true)
 	ev.refusals++
 	a.trial.answered(tk.adm, true, ks.atCeil())
@@ -390,6 +420,7 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 	default: // 2: did not help, twice
 		a.unhelped, a.noiseEnd = 0, at+ceilEvery
 		a.ceil = min(ks.pol.Rate, max(a.ceil, a.origin))
+		ev.shownRecent()
 	}
 	if at < a.noiseEnd {
 		return
@@ -427,6 +458,7 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 		}
 		ks.setPace(now, at, min(p*slowFactor, est), min(p*recurShare, est))
 		ev.cut()
+		a.dense = true
 		a.resumed = false
 		a.provenAt = at
 	case recurring:
@@ -829,6 +861,7 @@ func (ks *keyState) sparse(now time.Time, at time.Duration) {
 		}
 		a.ceil = max(a.ceil, back)
 		t.adm, t.quietUntil = 0, at+ceilEvery
+		ev.shown(int(t.n), int(t.k))
 		a.ceilMoved()
 		return
 	case t.adm != 0 && at-t.at < ceilEvery:

@@ -98,9 +98,7 @@ func (ks *keyState) rarely() *rare {
 func (ks *keyState) troubled() *trouble {
 	if ks.tr == nil {
 		ks.tr = &trouble{adapt: newAdaptation(ks.pol.Rate)}
-		// The answers before its first trouble were not refused for the
-		// quota: the share of refusals lately (adapt.go) counts them.
-		ks.ev.lately = float64(min(max(int64(ks.admitted)-int64(ks.sending), 0), latelyOver))
+		ks.ev.begin() // the share of refusals lately (adapt.go)
 	}
 	return ks.tr
 }

@@ -309,10 +309,14 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 // key's recent answers (fewer than 3 of the last 20; to a configured pace,
 // fewer than 4: found in review, three in twenty come by chance when one
 // request in a hundred is refused at random, in a third of jobs of 2,000,
-// and each paused the key a second; its rule 3 cuts it there; or, to one
-// that knows its share lately from 256 answers or more, no more often than
-// that share makes likely, as rule 3 tells: four in twenty come about once
-// a job where one request in 33 is refused at random), and the key
+// and each paused the key a second; its rule 3 cuts it there; or no more
+// often than its share of refusals lately makes likely, as rule 3 tells,
+// and rule 3 did not cut for this one: four in twenty come about once a
+// job where one request in 33 is refused at random; a Policy ten times
+// its quota draws four at once, after each cut: found in review, taken
+// for collisions they never paused the key, and each cut by a fifth where
+// a resume would have shown the pace several times the quota, 44 429s
+// where 16 were), and the key
 // is paced by a pace learned from 429s (learn.go; the refusal has cut it),
 // by a configured pace or configured windows (adapt.go: found in review,
 // pausing the key a second for each made a configured key slower than an
@@ -329,7 +333,7 @@ func (ks *keyState) collision(h hint) bool {
 	case len(ks.wins) > 0:
 		return !ks.tr.adapt.run.spent()
 	case ks.lim != nil && !ks.learned():
-		return bits.OnesCount32(ks.health.refused) <= refusalsMin || !ks.ev.often // a configured pace
+		return bits.OnesCount32(ks.health.refused) <= refusalsMin || !ks.ev.often && !ks.tr.adapt.dense // a configured pace
 	case ks.health.refusing():
 		return false
 	case ks.learned():

@@ -621,16 +621,19 @@ func TestRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
 // ceiling lower, and the four paused the key (found in review: 2.3x the
 // ideal on average here, 3.9x at worst, and 8.7x or more at one in 20; on
 // loopback 2.2-4.0x, where go-retryablehttp + x/time/rate took
-// 1.03-1.07x). Refusals are dense now, once 256 answers tell the key's
-// share of them lately, when they come twice as often as that share, at
-// odds of e^6 to 1; in the first 256, a chance cluster still proves the
-// ceiling lower.
+// 1.03-1.07x). Refusals are dense now when they come twice as often as
+// the key's share of them lately, at odds of e^6 to 1. Until trials show
+// that share, it is taken as one in 50 (found in review: the first 256
+// answers, judged by the counts alone, took chance clusters for the
+// pace's and proved its ceiling lower: 1.42x on average here, 1.96x at
+// worst, and 2.13x at one in 20; the mean is 1.30x now, 1.65x at one in
+// 20).
 func TestHeavyRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
 	for _, c := range []struct {
 		share      float64
 		mean, most float64
-	}{{0.03, 1.55, 1.9}, {0.05, 3.0, 4.6}} {
+	}{{0.03, 1.35, 1.65}, {0.05, 1.8, 2.8}} {
 		t.Run(fmt.Sprint(c.share), func(t *testing.T) {
 			mean := randomlyRefused(t, c.share, bucket, 2000, func(t *testing.T, seed int64, x, pace float64) {
 				assert.LessOrEqual(t, x, c.most, "seed %d", seed)
@@ -672,9 +675,10 @@ func TestPolicyOverTheQuotaIsNotItsOwnNoise(t *testing.T) {
 // absorbs (25 ms of arrival jitter, a Burst of 2), are the pace's doing:
 // they must not count as the server's share lately beyond a twentieth
 // (found in review: at a tenth, the key held its pace through them, 393
-// of the quota's 429s on average, 682 at worst). They still count below
-// it: 124 on average here, where 76.5 were before the share lately was
-// kept (commit 90479c0), the job 3% faster; review 33c, not fixed.
+// of the quota's 429s on average, 682 at worst; counted in the share
+// lately below a twentieth, 124, where 76.5 were before it was kept, at
+// commit 90479c0). The share lately counts only answers shown to be
+// noise now: 107 here.
 func TestJitterBeyondTheBurstIsNotNoise(t *testing.T) {
 	var refused int64
 	const seeds = 2
@@ -695,6 +699,45 @@ func TestJitterBeyondTheBurstIsNotNoise(t *testing.T) {
 		})
 	}
 	assert.LessOrEqual(t, float64(refused)/seeds, 150.0, "refused on average")
+}
+
+// A quota stepping down under a configured pace, no refusals at random
+// (100 a second, then 90, 70 and 50, a minute each): the pace's own
+// refusals, steady at a few percent while it is over the quota, are not
+// noise, and must not count in the share they are judged against (found
+// in review: counted in the key's share lately, they were, and the key
+// drew 68-80 of the quota's 429s on average where 50 were before that
+// share was kept; 37 now).
+func TestQuotaSteppingDownIsFollowed(t *testing.T) {
+	var refused int64
+	const seeds = 4
+	for seed := range int64(seeds) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var apis []*throttletest.API
+				for i, q := range []float64{100, 90, 70, 50} {
+					apis = append(apis, throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{
+						{Algorithm: throttletest.TokenBucket, Rate: q, Burst: 5}}}, 10*seed+int64(i))))
+				}
+				start := time.Now()
+				base := rtFunc(func(r *http.Request) (*http.Response, error) {
+					return apis[min(int(time.Since(start)/time.Minute), len(apis)-1)].RoundTrip(r)
+				})
+				rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
+				defer rt.Close()
+				took := job(t, rt, 6000+5400+4200+3000)
+				var n int64
+				for _, a := range apis {
+					n += a.Stats().Total.Throttled
+				}
+				refused += n
+				t.Logf("took %v, %d refused, pace at the end %.1f", took, n, float64(keyRate(rt, "api.test")))
+				assert.LessOrEqual(t, took, 252*time.Second, "within 1.05x the ideal, 240 s")
+				assert.LessOrEqual(t, float64(keyRate(rt, "api.test")), 51.0, "at the last quota or under")
+			})
+		})
+	}
+	assert.LessOrEqual(t, float64(refused)/seeds, 50.0, "refused on average")
 }
 
 // A quota that drops under a configured pace amid random refusals (one
