@@ -1,0 +1,243 @@
+package throttle_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/throttlehttp/throttle"
+	"github.com/throttlehttp/throttle/throttletest"
+)
+
+// TestConfiguredModel is the synctest model of a configured pace under
+// noise and under quotas other than the Policy, which the README and the
+// notes quote: each scenario runs over seeds 0 to N-1 with throttle and
+// with a model of go-retryablehttp + x/time/rate (every attempt waits on a
+// limiter told the Policy, a 429 waits its Retry-After and goes again
+// through the limiter), and prints, for each, the mean and the worst of
+// the job's time over its ideal and of the quota's 429s (those of random
+// refusals are not counted). It runs only when asked, for it measures
+// rather than checks:
+//
+//	THROTTLE_CONFIGURED_MODEL=16 go test -count=1 -run TestConfiguredModel -v . | grep ^model
+//
+// THROTTLE_CONFIGURED_MODEL is the seeds of each scenario, and
+// THROTTLE_MODEL_ONLY, if set, keeps the scenarios whose names hold one of
+// its comma-separated words. A scenario of 16 seeds takes a second or so.
+// The runs of several transports on one quota (share) differ from one
+// execution to the next (the goroutines' order); the others do not.
+func TestConfiguredModel(t *testing.T) {
+	seeds, _ := strconv.Atoi(os.Getenv("THROTTLE_CONFIGURED_MODEL"))
+	if seeds <= 0 {
+		t.Skip("THROTTLE_CONFIGURED_MODEL=N runs each scenario over N seeds")
+	}
+	only := os.Getenv("THROTTLE_MODEL_ONLY")
+	for _, s := range configuredScenarios() {
+		if only != "" && !anyWordIn(only, s.name) {
+			continue
+		}
+		for _, peer := range []bool{false, true} {
+			var sx, wx, sq, wq float64
+			for seed := range int64(seeds) {
+				synctest.Test(t, func(t *testing.T) {
+					x, q := s.run(t, seed, func(base http.RoundTripper, r float64, burst int) modelClient {
+						if peer {
+							return &modelPeer{base: base, lim: rate.NewLimiter(rate.Limit(r), burst)}
+						}
+						return throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: rate.Limit(r), Burst: burst}))
+					})
+					sx, wx, sq, wq = sx+x, max(wx, x), sq+q, max(wq, q)
+				})
+			}
+			client := "throttle"
+			if peer {
+				client = "peer"
+			}
+			n := float64(seeds)
+			fmt.Printf("model %-10s %-8s x mean %.3f worst %.3f | quota 429s mean %.1f worst %.0f\n", s.name, client, sx/n, wx, sq/n, wq)
+		}
+	}
+}
+
+// anyWordIn reports whether one of the comma-separated words of words is
+// in name.
+func anyWordIn(words, name string) bool {
+	for w := range strings.SplitSeq(words, ",") {
+		if w != "" && strings.Contains(name, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// modelClient is what a scenario runs its job through: a Transport, or
+// the model of the peer.
+type modelClient interface {
+	http.RoundTripper
+	Close() error
+}
+
+// modelPeer is go-retryablehttp + x/time/rate in the model: every attempt
+// waits on the limiter, a 429 waits its Retry-After (a second here) and
+// goes again.
+type modelPeer struct {
+	base http.RoundTripper
+	lim  *rate.Limiter
+}
+
+func (p *modelPeer) RoundTrip(r *http.Request) (*http.Response, error) {
+	for {
+		if err := p.lim.Wait(r.Context()); err != nil {
+			return nil, err
+		}
+		resp, err := p.base.RoundTrip(r)
+		if err != nil || resp.StatusCode != http.StatusTooManyRequests {
+			return resp, err
+		}
+		resp.Body.Close()
+		time.Sleep(time.Second)
+	}
+}
+
+func (p *modelPeer) Close() error { return nil }
+
+// configuredScenario runs a job through a client made by mk (a base, the
+// Policy's Rate and Burst) and returns its time over the ideal and the
+// quota's 429s.
+type configuredScenario struct {
+	name string
+	run  func(t *testing.T, seed int64, mk func(base http.RoundTripper, r float64, burst int) modelClient) (x, q float64)
+}
+
+// modelNoise is base behind a gateway that answers the share of requests
+// 429 with Retry-After: 1, at random, seeded, before the quota sees them.
+func modelNoise(base http.RoundTripper, share float64, seed int64) http.RoundTripper {
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(uint64(seed), 99))
+	return rtFunc(func(r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		refused := share > 0 && rng.Float64() < share
+		mu.Unlock()
+		if refused {
+			time.Sleep(ms(2))
+			return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+		}
+		return base.RoundTrip(r)
+	})
+}
+
+// modelSteps is the quota of apis[i] from the ith minute on.
+func modelSteps(apis []*throttletest.API) http.RoundTripper {
+	start := time.Now()
+	return rtFunc(func(r *http.Request) (*http.Response, error) {
+		return apis[min(int(time.Since(start)/time.Minute), len(apis)-1)].RoundTrip(r)
+	})
+}
+
+// modelBucket is a token bucket of rate a second, nearby.
+func modelBucket(rate float64, burst int, seed int64) *throttletest.API {
+	return throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{
+		{Algorithm: throttletest.TokenBucket, Rate: rate, Burst: burst}}}, seed))
+}
+
+// throttled is the 429s the quotas of apis answered.
+func throttled(apis ...*throttletest.API) float64 {
+	var n int64
+	for _, a := range apis {
+		n += a.Stats().Total.Throttled
+	}
+	return float64(n)
+}
+
+func configuredScenarios() []configuredScenario {
+	type mkFunc = func(base http.RoundTripper, r float64, burst int) modelClient
+	// noise: a bucket of 100/s, burst 5, the Policy at it, 2,000 records.
+	noise := func(share float64) func(*testing.T, int64, mkFunc) (float64, float64) {
+		return func(t *testing.T, seed int64, mk mkFunc) (float64, float64) {
+			api := modelBucket(100, 5, seed)
+			rt := mk(modelNoise(api, share, seed), 100, 5)
+			defer rt.Close()
+			return job(t, rt, 2000).Seconds() / 19.95, throttled(api)
+		}
+	}
+	// drop: the quota drops from 100 to 90 after a minute, under a Policy
+	// of 100, amid the share of random refusals.
+	drop := func(share float64) func(*testing.T, int64, mkFunc) (float64, float64) {
+		return func(t *testing.T, seed int64, mk mkFunc) (float64, float64) {
+			a, b := modelBucket(100, 5, seed), modelBucket(90, 5, seed+100)
+			rt := mk(modelNoise(modelSteps([]*throttletest.API{a, b}), share, seed), 100, 5)
+			defer rt.Close()
+			return job(t, rt, 6000+90*120).Seconds() / 180, throttled(b)
+		}
+	}
+	// over: a Policy f times a bucket of q (burst 10), amid the share of
+	// random refusals, a minute's worth of records at the quota.
+	over := func(f, q, share float64) func(*testing.T, int64, mkFunc) (float64, float64) {
+		return func(t *testing.T, seed int64, mk mkFunc) (float64, float64) {
+			api := modelBucket(q, 10, seed)
+			rt := mk(modelNoise(api, share, seed), f*q, 10)
+			defer rt.Close()
+			n := int(q) * 60
+			return job(t, rt, n).Seconds() / (float64(n-10) / q), throttled(api)
+		}
+	}
+	// share: k clients, each with a Policy of p, on one bucket of 100/s.
+	share := func(k int, p float64) func(*testing.T, int64, mkFunc) (float64, float64) {
+		return func(t *testing.T, seed int64, mk mkFunc) (float64, float64) {
+			api := modelBucket(100, 10, seed)
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var last time.Duration
+			for i := range k {
+				wg.Go(func() {
+					rt := mk(api, p, 5)
+					defer rt.Close()
+					took := jobOf(t, rt, 6000/k, 16, fmt.Sprint("c", i))
+					mu.Lock()
+					last = max(last, took)
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			return last.Seconds() / 60, throttled(api)
+		}
+	}
+	// jitter: 25 ms of arrival jitter, more than a bucket of 100/s with
+	// this burst absorbs, the Policy at it.
+	jitter := func(burst int) func(*testing.T, int64, mkFunc) (float64, float64) {
+		return func(t *testing.T, seed int64, mk mkFunc) (float64, float64) {
+			cfg := nearby(throttletest.Config{Limits: []throttletest.Limit{
+				{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: burst}}}, seed)
+			cfg.ArrivalJitter = 25 * time.Millisecond
+			api := throttletest.NewAPI(cfg)
+			rt := mk(api, 100, burst)
+			defer rt.Close()
+			return job(t, rt, 6000).Seconds() / 60, throttled(api)
+		}
+	}
+	// step: the quota steps down from 100 to 90, 70 and 50, a minute each.
+	step := func(t *testing.T, seed int64, mk mkFunc) (float64, float64) {
+		apis := []*throttletest.API{modelBucket(100, 5, seed), modelBucket(90, 5, seed+1), modelBucket(70, 5, seed+2), modelBucket(50, 5, seed+3)}
+		rt := mk(modelSteps(apis), 100, 5)
+		defer rt.Close()
+		return job(t, rt, 6000+5400+4200+3000).Seconds() / 240, throttled(apis...)
+	}
+	return []configuredScenario{
+		{"noise1", noise(0.01)}, {"noise3", noise(0.03)}, {"noise5", noise(0.05)},
+		{"drop0", drop(0)}, {"drop1", drop(0.01)}, {"drop3", drop(0.03)},
+		{"over1.07", over(100.0/93, 93, 0)}, {"over1.07n3", over(100.0/93, 93, 0.03)},
+		{"over1.25", over(1.25, 100, 0)}, {"over1.25n1", over(1.25, 100, 0.01)},
+		{"over3.3", over(500.0/150, 150, 0)}, {"over10", over(10, 100, 0)}, {"over10n1", over(10, 100, 0.01)},
+		{"share2x60", share(2, 60)}, {"share3x50", share(3, 50)},
+		{"jitter1", jitter(1)}, {"jitter2", jitter(2)}, {"step", step},
+	}
+}
