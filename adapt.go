@@ -270,6 +270,15 @@ func (e *evidence) shownRecent() {
 	e.shown(n, bits.OnesCount64(e.recent[0]&mask(n))+bits.OnesCount64(e.recent[1]&mask(n-64)))
 }
 
+// runs is the number of runs of refusals among the last n answers (up to
+// 128): refusals with no answer accepted between them are one run.
+func (e *evidence) runs(n int) int {
+	lo, hi := e.recent[0]&mask(n), e.recent[1]&mask(n-64)
+	// A refusal begins a run when the answer before it (the next bit
+	// up) was not one.
+	return bits.OnesCount64(lo&^(lo>>1|hi<<63)) + bits.OnesCount64(hi&^(hi>>1))
+}
+
 // noisy is the key's share of refusals lately.
 func (e *evidence) noisy() float64 {
 	return e.latelyRefused / max(e.lately, 1)
@@ -296,6 +305,12 @@ func (e *evidence) dense() (float64, bool) {
 		// Not more often than the key's refusals came lately: a server
 		// that refuses a share at random, whatever the pace, draws three
 		// in twenty by chance (at one in 33, at one refusal in nine).
+		return 0, false
+	case e.runs(w) < 2:
+		// One run of refusals, none accepted among them: the server
+		// refused everything for a moment (a gateway's blip), which a
+		// pace over the quota does not do; its refusals come among
+		// answers accepted, again and again.
 		return 0, false
 	case near >= refusalsMin:
 		return max(float64(near-1)/outageAnswers, float64(n-1)/float64(max(w, outageAnswers))), true
@@ -426,12 +441,13 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 		return
 	}
 	share, dense := ev.dense()
-	if t := &a.trial; !dense && t.more() && (a.resumed || t.oftener(trialOdds)) {
+	if t := &a.trial; !dense && t.more() && t.runs >= 2 && (a.resumed || t.oftener(trialOdds)) {
 		// The trial's refusals are dense, and likelier twice as often as
 		// its base than at it (or the key paused since the last cut):
 		// the pace's doing. A trial stops at a refusal, and where one
 		// request in 33 is refused at random, three come in its first 60
-		// answers one trial in three.
+		// answers one trial in three. One run of refusals is a blip, not
+		// the pace's (see dense).
 		share, dense = float64(t.k-1)/float64(max(t.n, outageAnswers)), true
 	}
 	if wait > coarseWait || !a.run.cut && a.run.spent() {
@@ -749,6 +765,8 @@ type trial struct {
 	quietUntil time.Duration // until then sparse refusals cut nothing: they were shown to be noise
 	atN, atK   int32         // answers and refusals counted while the pace was at the ceiling, since it last moved
 	drop       float64       // helped: refusals fell to base/drop or fewer (0: trialDrop)
+	runs       int32         // runs of refusals counted: refusals with no answer accepted between them are one
+	refused    bool          // the last answer counted was a refusal
 }
 
 const (
@@ -792,6 +810,10 @@ func (t *trial) answered(adm uint64, refused, atCeil bool) {
 		drop = trialDrop
 	}
 	t.n++
+	if refused && !t.refused {
+		t.runs++
+	}
+	t.refused = refused
 	if refused {
 		t.k++
 		t.llr -= math.Log(drop)
@@ -841,6 +863,18 @@ func (ks *keyState) sparse(now time.Time, at time.Duration) {
 	t := &a.trial
 	switch {
 	case at < t.quietUntil:
+		return
+	case t.adm != 0 && t.llr <= -trialOdds && t.k >= 3 && t.runs < 2:
+		// Its refusals came in one run, none accepted among them: the
+		// server refused everything for a moment, which tells nothing
+		// of the pace (found in review: five in a row every 10 s, each
+		// run told "more often" or dense, cut the pace and proved its
+		// ceiling lower, faster than it climbs back: 9.3x the ideal,
+		// where go-retryablehttp + x/time/rate took 1.006x). The ceiling
+		// goes back; the next sparse refusal tries again.
+		a.ceil = max(a.ceil, t.from)
+		t.adm = 0
+		a.ceilMoved()
 		return
 	case t.adm != 0 && t.llr <= -trialOdds && float64(t.k) > trialMore*t.base*float64(t.n):
 		// Refusals came more often than before: the share before was

@@ -231,6 +231,31 @@ func configuredScenarios() []configuredScenario {
 		defer rt.Close()
 		return job(t, rt, 6000+5400+4200+3000).Seconds() / 240, throttled(apis...)
 	}
+	// bursts: five requests in a row answered 429 at the start of every
+	// 10 s, the Policy at a bucket of 100/s, three minutes of records.
+	bursts := func(t *testing.T, seed int64, mk mkFunc) (float64, float64) {
+		api := modelBucket(100, 5, seed)
+		start := time.Now()
+		var mu sync.Mutex
+		period, nth := 0, 0
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			if p := int(time.Since(start) / (10 * time.Second)); p != period {
+				period, nth = p, 0
+			}
+			nth++
+			refused := period > 0 && nth <= 5
+			mu.Unlock()
+			if refused {
+				time.Sleep(ms(2))
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return api.RoundTrip(r)
+		})
+		rt := mk(base, 100, 5)
+		defer rt.Close()
+		return job(t, rt, 18000).Seconds() / 179.95, throttled(api)
+	}
 	return []configuredScenario{
 		{"noise1", noise(0.01)}, {"noise3", noise(0.03)}, {"noise5", noise(0.05)},
 		{"drop0", drop(0)}, {"drop1", drop(0.01)}, {"drop3", drop(0.03)},
@@ -238,6 +263,6 @@ func configuredScenarios() []configuredScenario {
 		{"over1.25", over(1.25, 100, 0)}, {"over1.25n1", over(1.25, 100, 0.01)},
 		{"over3.3", over(500.0/150, 150, 0)}, {"over10", over(10, 100, 0)}, {"over10n1", over(10, 100, 0.01)},
 		{"share2x60", share(2, 60)}, {"share3x50", share(3, 50)},
-		{"jitter1", jitter(1)}, {"jitter2", jitter(2)}, {"step", step},
+		{"jitter1", jitter(1)}, {"jitter2", jitter(2)}, {"step", step}, {"bursts5", bursts},
 	}
 }

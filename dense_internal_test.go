@@ -102,3 +102,22 @@ func TestDenseForgetsALongRunOfRefusals(t *testing.T) {
 	e.record(true)
 	assert.False(t, e.often, "one refusal, 400 answers after the run")
 }
+
+// Refusals with no answer accepted between them are one run, across the
+// two words of the recent answers too.
+func TestRunsCountRefusalsTogetherAsOne(t *testing.T) {
+	e := &evidence{}
+	e.begin()
+	for range 3 {
+		e.record(true) // answers 66 to 64 back: bits 65, 64 and 63
+	}
+	answers(e, 62, 0)
+	e.record(true) // the newest
+	assert.Equal(t, 2, e.runs(128))
+	assert.Equal(t, 2, e.runs(64), "bit 63 begins a run within 64")
+	assert.Equal(t, 1, e.runs(63))
+	answers(e, 1, 0)
+	e.record(true)
+	e.record(true)
+	assert.Equal(t, 3, e.runs(128), "two more in a row are one run more")
+}

@@ -732,6 +732,55 @@ func TestQuotaSteppingDownIsFollowed(t *testing.T) {
 	assert.LessOrEqual(t, refused, 50.0, "refused on average")
 }
 
+// Random refusals that come together, none accepted among them (a
+// gateway refusing everything for a moment), tell nothing of the pace: a
+// run of them is neither dense nor a trial's sign that refusals came more
+// often (found in review: five in a row every 10 s, each run cut the pace
+// by a fifth and proved its ceiling lower, faster than it climbs back,
+// 9.3x the ideal where go-retryablehttp + x/time/rate took 1.006x; every
+// request for 100 ms every 20 s, 2.7x).
+func TestRunsOfRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		refused func(since time.Duration, nth int) bool // the nth request since the last whole period
+		every   time.Duration
+		most    float64
+	}{
+		{"five in a row every 10 s", func(_ time.Duration, nth int) bool { return nth <= 5 }, 10 * time.Second, 1.7},
+		{"everything for 100 ms every 20 s", func(since time.Duration, _ int) bool { return since < 100*time.Millisecond }, 20 * time.Second, 1.6},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := modelBucket(100, 5, 0)
+				start := time.Now()
+				var mu sync.Mutex
+				period, nth := 0, 0
+				base := rtFunc(func(r *http.Request) (*http.Response, error) {
+					mu.Lock()
+					since := time.Since(start)
+					if p := int(since / c.every); p != period {
+						period, nth = p, 0
+					}
+					nth++
+					refused := period > 0 && c.refused(since%c.every, nth)
+					mu.Unlock()
+					if refused {
+						time.Sleep(ms(2))
+						return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+					}
+					return api.RoundTrip(r)
+				})
+				rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
+				defer rt.Close()
+				took := job(t, rt, 18000)
+				x := took.Seconds() / (17995.0 / 100)
+				t.Logf("took %v (%.3fx the ideal), pace at the end %.1f", took, x, float64(keyRate(rt, "api.test")))
+				assert.LessOrEqual(t, x, c.most)
+			})
+		})
+	}
+}
+
 // A quota that drops under a configured pace amid random refusals (one
 // request in a hundred, before and after) is still found: refusals twice
 // as often as lately are dense, and a trial's dense refusals cut, though
