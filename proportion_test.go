@@ -825,6 +825,9 @@ func TestQuotaDropAmidRandomRefusalsIsFound(t *testing.T) {
 func randomlyRefused(t *testing.T, share float64, l throttletest.Limit, n int, check func(t *testing.T, seed int64, x, pace float64), opts ...throttle.Option) float64 {
 	const seeds = 8
 	ideal := float64(n-l.Burst) / l.Rate
+	if l.Rate == 0 { // a window or a log: N a Per
+		ideal = float64(n) / float64(l.N) * l.Per.Seconds()
+	}
 	var sum float64
 	for seed := range int64(seeds) {
 		synctest.Test(t, func(t *testing.T) {
