@@ -68,6 +68,84 @@ func TestConfiguredModel(t *testing.T) {
 	}
 }
 
+// TestLearnedModel is the same model for a pace learned from 429s: each
+// scenario runs a job through a Transport told nothing (no Policy, no
+// quota headers) and through the model of go-retryablehttp + x/time/rate
+// told the quota, over seeds 0 to N-1, and prints the mean and worst of
+// the time over the ideal and of the quota's 429s (random ones not
+// counted), as TestConfiguredModel does:
+//
+//	THROTTLE_LEARNED_MODEL=48 go test -count=1 -run TestLearnedModel -v . | grep ^model
+//
+// THROTTLE_MODEL_ONLY filters as there. The scenarios: a bucket of 100 a
+// second (burst 5) behind 1%, 3% and 5% of requests answered 429 at random,
+// a window of 100 a second and a log of 200 a second behind 3%, each with
+// 4,000 records; the three quotas of issue 9's rows without noise; two
+// transports (two processes) on one bucket, half the job each, without
+// noise and behind 1%.
+func TestLearnedModel(t *testing.T) {
+	seeds, _ := strconv.Atoi(os.Getenv("THROTTLE_LEARNED_MODEL"))
+	if seeds <= 0 {
+		t.Skip("THROTTLE_LEARNED_MODEL=N runs each scenario over N seeds")
+	}
+	only := os.Getenv("THROTTLE_MODEL_ONLY")
+	b100 := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
+	for _, s := range []struct {
+		name    string
+		l       throttletest.Limit
+		share   float64
+		ideal   float64 // seconds, for 4,000 records
+		clients int
+	}{
+		{"bucket-n1", b100, 0.01, 39.95, 1}, {"bucket-n3", b100, 0.03, 39.95, 1}, {"bucket-n5", b100, 0.05, 39.95, 1},
+		{"window-n3", quotaWindow, 0.03, 40, 1}, {"log-n3", quotaLog, 0.03, 20, 1},
+		{"bucket200", quotaBucket, 0, 19.9, 1}, {"window", quotaWindow, 0, 40, 1}, {"log", quotaLog, 0, 20, 1},
+		{"two", quotaBucket, 0, 19.9, 2}, {"two-n1", b100, 0.01, 39.95, 2},
+	} {
+		if only != "" && !anyWordIn(only, s.name) {
+			continue
+		}
+		for _, peer := range []bool{false, true} {
+			var sx, wx, sq, wq float64
+			for seed := range int64(seeds) {
+				synctest.Test(t, func(t *testing.T) {
+					api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{s.l}}, seed))
+					base := modelNoise(api, s.share, seed)
+					var wg sync.WaitGroup
+					var mu sync.Mutex
+					var took time.Duration
+					for i := range s.clients {
+						wg.Go(func() {
+							var rt modelClient = throttle.New(base)
+							if peer {
+								r, burst := s.l.Rate, s.l.Burst
+								if r == 0 { // a window or a log: its N a Per, one at a time
+									r, burst = float64(s.l.N)/s.l.Per.Seconds(), 1
+								}
+								rt = &modelPeer{base: base, lim: rate.NewLimiter(rate.Limit(r/float64(s.clients)), max(1, burst/s.clients))}
+							}
+							defer rt.Close()
+							d := jobOf(t, rt, 4000/s.clients, 16/s.clients, fmt.Sprint("c", i))
+							mu.Lock()
+							took = max(took, d)
+							mu.Unlock()
+						})
+					}
+					wg.Wait()
+					x, q := took.Seconds()/s.ideal, throttled(api)
+					sx, wx, sq, wq = sx+x, max(wx, x), sq+q, max(wq, q)
+				})
+			}
+			client := "throttle"
+			if peer {
+				client = "peer"
+			}
+			n := float64(seeds)
+			fmt.Printf("model %-10s %-8s x mean %.3f worst %.3f | quota 429s mean %.1f worst %.0f\n", s.name, client, sx/n, wx, sq/n, wq)
+		}
+	}
+}
+
 // anyWordIn reports whether one of the comma-separated words of words is
 // in name.
 func anyWordIn(words, name string) bool {
