@@ -1234,19 +1234,19 @@ func TestThreeRandomRefusalsInAHundredDoNotSinkALearnedPace(t *testing.T) {
 }
 
 // A window of 100 a second and a log of 200 a second, told nothing,
-// behind a gateway that refuses three requests in a hundred at random
-// (rule 8): once refusals were found to be noise, a cut goes no lower
-// than 0.8 of the most the server accepted in a second of the last 30.
+// behind a gateway that refuses three requests in a hundred at random:
+// once refusals were found to be noise, a cut goes no lower than 0.8 of
+// the median second the server served in the last 30 (rule 8).
 // Regression: each trial that found noise restored only the pace its own
 // cut began from, and between trials each refusal cut the pace again, down
 // from where the server had served: 2.23x the ideal on the window, 3.01x
-// on the log, on average over these seeds (1.57x and 1.89x now).
+// on the log, on average over these seeds (1.87x and 2.59x now).
 func TestRandomRefusalsDoNotSinkALearnedWindowOrLog(t *testing.T) {
 	t.Run("window", func(t *testing.T) {
-		assert.LessOrEqual(t, randomlyRefused(t, 0.03, quotaWindow, 4000, nil), 1.8, "on average")
+		assert.LessOrEqual(t, randomlyRefused(t, 0.03, quotaWindow, 4000, nil), 1.9, "on average")
 	})
 	t.Run("log", func(t *testing.T) {
-		assert.LessOrEqual(t, randomlyRefused(t, 0.03, quotaLog, 4000, nil), 2.4, "on average")
+		assert.LessOrEqual(t, randomlyRefused(t, 0.03, quotaLog, 4000, nil), 2.8, "on average")
 	})
 }
 
