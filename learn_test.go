@@ -1236,11 +1236,12 @@ func TestThreeRandomRefusalsInAHundredDoNotSinkALearnedPace(t *testing.T) {
 // A window of 100 a second and a log of 200 a second, told nothing,
 // behind a gateway that refuses three requests in a hundred at random:
 // once refusals were found to be noise, a cut goes no lower than 0.8 of
-// the median second the server served in the last 30 (rule 8).
-// Regression: each trial that found noise restored only the pace its own
-// cut began from, and between trials each refusal cut the pace again, down
-// from where the server had served: 2.23x the ideal on the window, 3.01x
-// on the log, on average over these seeds (1.87x and 2.59x now).
+// the median second the server served in the last 30 (rule 8), and cuts
+// are tried while refusals come at 7% or less (rule 7). Regression: each
+// trial that found noise restored only the pace its own cut began from,
+// and between trials each refusal cut the pace again, down from where the
+// server had served: 2.23x the ideal on the window, 3.01x on the log, on
+// average over these seeds (1.66x and 2.55x now).
 func TestRandomRefusalsDoNotSinkALearnedWindowOrLog(t *testing.T) {
 	t.Run("window", func(t *testing.T) {
 		assert.LessOrEqual(t, randomlyRefused(t, 0.03, quotaWindow, 4000, nil), 1.9, "on average")
@@ -1248,6 +1249,16 @@ func TestRandomRefusalsDoNotSinkALearnedWindowOrLog(t *testing.T) {
 	t.Run("log", func(t *testing.T) {
 		assert.LessOrEqual(t, randomlyRefused(t, 0.03, quotaLog, 4000, nil), 2.8, "on average")
 	})
+}
+
+// Five requests in a hundred refused at random, a bucket of 100 a second
+// told nothing: their share runs over 5% as often as under, and a cut was
+// tried only under (noiseMost, then 5%): the pace sank untried, 20x the
+// ideal on average over these seeds; tried up to 7%, 7.7x (still far from
+// a client told the quota: see TestLearnedModel).
+func TestFiveRandomRefusalsInAHundredAreTried(t *testing.T) {
+	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
+	assert.LessOrEqual(t, randomlyRefused(t, 0.05, bucket, 2000, nil), 12.0, "on average")
 }
 
 // noiseThen runs a job of n records, 16 workers, through a Transport told
