@@ -58,12 +58,7 @@ func TestConfiguredModel(t *testing.T) {
 					sx, wx, sq, wq = sx+x, max(wx, x), sq+q, max(wq, q)
 				})
 			}
-			client := "throttle"
-			if peer {
-				client = "peer"
-			}
-			n := float64(seeds)
-			fmt.Printf("model %-10s %-8s x mean %.3f worst %.3f | quota 429s mean %.1f worst %.0f\n", s.name, client, sx/n, wx, sq/n, wq)
+			printModel(s.name, peer, seeds, sx, wx, sq, wq)
 		}
 	}
 }
@@ -136,14 +131,21 @@ func TestLearnedModel(t *testing.T) {
 					sx, wx, sq, wq = sx+x, max(wx, x), sq+q, max(wq, q)
 				})
 			}
-			client := "throttle"
-			if peer {
-				client = "peer"
-			}
-			n := float64(seeds)
-			fmt.Printf("model %-10s %-8s x mean %.3f worst %.3f | quota 429s mean %.1f worst %.0f\n", s.name, client, sx/n, wx, sq/n, wq)
+			printModel(s.name, peer, seeds, sx, wx, sq, wq)
 		}
 	}
+}
+
+// printModel prints a scenario's line for a client over seeds runs: the
+// mean and worst of the time over the ideal (sums sx, worst wx) and of the
+// quota's 429s (sq, wq).
+func printModel(name string, peer bool, seeds int, sx, wx, sq, wq float64) {
+	client := "throttle"
+	if peer {
+		client = "peer"
+	}
+	n := float64(seeds)
+	fmt.Printf("model %-10s %-8s x mean %.3f worst %.3f | quota 429s mean %.1f worst %.0f\n", name, client, sx/n, wx, sq/n, wq)
 }
 
 // anyWordIn reports whether one of the comma-separated words of words is
