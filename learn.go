@@ -194,7 +194,7 @@ const (
 	noiseRun     = 8                      // rule 6: refusals after at least this many answers may be noise
 	noiseCut     = 0.7                    // when the pace is this share of where they came, or less
 	noiseFor     = 30 * time.Second       // and then cut nothing for this long
-	servedShare  = 0.8                    // rule 8: a cut after noise was found goes no lower than this share of the most served in a second
+	servedShare  = 0.8                    // rule 8: a cut after noise was found goes no lower than this share of the median second served
 	servedOver   = 30                     // over this many seconds
 	servedFor    = time.Minute            // for this long after noise was found
 
