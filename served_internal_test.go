@@ -34,8 +34,15 @@ func TestServedFloor(t *testing.T) {
 	l.noiseAt = sec(39)
 	assert.InDelta(t, 80, float64(l.floor(sec(40.5))), 1e-9, "0.8 of the median second, the burst aside")
 	served(&l, 40, 40, 5000)
-	assert.InDelta(t, 80, float64(l.floor(sec(40.9))), 1e-9, "the second going on does not count")
 	assert.Zero(t, l.floor(sec(99.5)), "a minute after the noise was found: no floor")
+
+	// The second going on does not count: counted, the window would be
+	// seconds 11 to 40, and the median 1.
+	var m learner
+	served(&m, 10, 24, 100)
+	m.serve(sec(40.2))
+	m.noiseAt = sec(40)
+	assert.InDelta(t, 80, float64(m.floor(sec(40.5))), 1e-9, "seconds 10 to 39: 15 of 100, 15 of none")
 
 	// The quota fell: the floor follows once most of the last 30 seconds
 	// served less.
