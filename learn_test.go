@@ -1244,10 +1244,10 @@ func TestThreeRandomRefusalsInAHundredDoNotSinkALearnedPace(t *testing.T) {
 // average over these seeds (1.66x and 2.55x now).
 func TestRandomRefusalsDoNotSinkALearnedWindowOrLog(t *testing.T) {
 	t.Run("window", func(t *testing.T) {
-		assert.LessOrEqual(t, randomlyRefused(t, 0.03, quotaWindow, 4000, nil), 1.9, "on average")
+		assert.LessOrEqual(t, randomlyRefused(t, 0.03, quotaWindow, 4000, nil), 1.6, "on average")
 	})
 	t.Run("log", func(t *testing.T) {
-		assert.LessOrEqual(t, randomlyRefused(t, 0.03, quotaLog, 4000, nil), 2.8, "on average")
+		assert.LessOrEqual(t, randomlyRefused(t, 0.03, quotaLog, 4000, nil), 2.4, "on average")
 	})
 }
 
@@ -1258,7 +1258,7 @@ func TestRandomRefusalsDoNotSinkALearnedWindowOrLog(t *testing.T) {
 // a client told the quota: see TestLearnedModel).
 func TestFiveRandomRefusalsInAHundredAreTried(t *testing.T) {
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
-	assert.LessOrEqual(t, randomlyRefused(t, 0.05, bucket, 2000, nil), 12.0, "on average")
+	assert.LessOrEqual(t, randomlyRefused(t, 0.05, bucket, 2000, nil), 6.5, "on average")
 }
 
 // noiseThen runs a job of n records, 16 workers, through a Transport told
