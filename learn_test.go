@@ -1334,9 +1334,11 @@ func TestQuietEndsWhenAPaceFarPastItPauses(t *testing.T) {
 // quota falling from 100 a second to 92 at 20 s under a probe's 98.5:
 // about 6 429s a second for 20 s, each swallowed. Over these 32 seeds, 16
 // after the fall on average at commit 2563042, the worst 50; 11 at commit
-// d012106; 10.7 now (a trial is tried against the share of refusals
+// d012106; 10.7 then (a trial is tried against the share of refusals
 // lately if higher than so far, and is not noise until its answers say
-// "as often" is likelier than "twice as often": 16 without).
+// "as often" is likelier than "twice as often": 16 without); 11.8 at
+// commit dec8b62, 12.6 since more cuts are tried (921035e: after 50
+// answers, quick ones, and a search's at a served pace).
 func TestQuietEndsWhenAProbePausesTheKey(t *testing.T) {
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
 	lower := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 92, Burst: 5}
