@@ -287,33 +287,3 @@ func TestQuickAndEarlyCutsAreTried(t *testing.T) {
 		})
 	}
 }
-
-// A search's answers count in rule 7's share when its pace was set no
-// faster than the server accepted in each of the last two whole seconds
-// (the server took that many: a refusal there is no news of the quota),
-// and not when it was set faster: noise that sank a first guess's search
-// left the key with too few cruising answers to try a cut for tens of
-// seconds (TestLearnedModel over 48 seeds, a bucket of 100 a second behind
-// 5% random 429s: 6.86x the ideal, 5.14x since; 3%: 2.07x, 1.98x).
-func TestSearchAtAServedPaceCountsForTrials(t *testing.T) {
-	for _, c := range []struct {
-		pace  rate.Limit
-		count int32
-	}{{60, 11}, {150, 0}} {
-		ks := &keyState{pol: &policy{}}
-		ks.lim = rate.NewLimiter(c.pace, learnedBurst)
-		ks.rarely().learn = learner{on: true, edge: true, mode: modeSearch, lo: 50, hi: 200, tested: 50, low: 50,
-			test: 2 * time.Second, hold: probeHold, next: time.Minute, accepted: 30, since: 9 * time.Second, cut: 970,
-			peakAt: longAgo, noiseEnd: longAgo}
-		l := ks.learning()
-		served(l, 0, 9, 100)
-		at := 10*time.Second + 100*time.Millisecond
-		ks.setLearned(time.Now(), at, c.pace, false)
-		ks.admitted = 1000
-		for i := range 10 {
-			l.accept(&ticket{adm: uint64(1001 + i)})
-		}
-		ks.relearn(time.Now(), at, c.pace, time.Second)
-		assert.Equal(t, c.count, l.cruiseN, "answers counted at %v a second, the server taking 100", c.pace)
-	}
-}
