@@ -103,9 +103,11 @@ import (
 //     client spent most of the quota finds what that one leaves when it
 //     ends), then probes
 //     upward by 1%, then 2%, 4%… up to 25% (up to doubling while below half
-//     the last pace refused), each step held a test, or a quarter test
-//     once past the last pace refused (but for a window, which refuses
-//     only at its reset); a sixteenth past it, it grows again as in rule
+//     the last pace refused), but no more than halfway (geometrically) to
+//     the last pace refused while more than a sixteenth below it, each
+//     step held a test, or a quarter test once past the last pace refused
+//     (but for a window, which refuses only at its reset); a sixteenth
+//     past it, it grows again as in rule
 //     2, at once: the quota grew, or another client of it left. A probe
 //     that ends in a pause doubles the wait before the next, up to a
 //     minute: each costs a whole Retry-After.
@@ -1043,6 +1045,16 @@ func (ks *keyState) climbLearned(now time.Time, at time.Duration) {
 			return
 		}
 		np := p * rate.Limit(1+l.step)
+		if float64(l.hi) > float64(p)*(1+bisectTol) {
+			// More than a sixteenth below the slowest pace refused, a
+			// step goes no more than halfway there (geometrically), as
+			// the search does: the quota lies between what held and
+			// what was refused (regression: a window of 100 a second,
+			// its pace cut to 92 by a cycle's count, probed 98 then
+			// 110, refused as 110 was at the last probe, and did so
+			// every 5 s, three 429s and a pause each time).
+			np = min(np, max(rate.Limit(math.Sqrt(float64(p*l.hi))), p*(1+probeFirst)))
+		}
 		ks.setLearned(now, at, np, false)
 		most := probeMost
 		if p*2 < l.hi {

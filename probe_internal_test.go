@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -65,4 +66,40 @@ func TestRefusedBigProbeFallsBackToTheStepBelow(t *testing.T) {
 	refusedAt(ks, at)
 	ks.relearn(time.Now(), at, p, time.Second)
 	assert.InDelta(t, 100, float64(ks.lim.Limit()), 0.01, "back to where the probes began")
+}
+
+// cruising returns a key cruising at a learned pace of 100 a second whose
+// next probe rises by step, the slowest pace refused hi, its time come.
+func cruising(hi rate.Limit, step float64, gradual bool) (*keyState, time.Duration) {
+	ks := &keyState{pol: &policy{}}
+	ks.lim = rate.NewLimiter(100, learnedBurst)
+	ks.rarely().learn = learner{on: true, edge: true, mode: modeCruise, step: step, gradual: gradual,
+		lo: 100, hi: hi, tested: 100, low: 100, test: 2 * time.Second, hold: probeHold,
+		peakAt: longAgo, noiseEnd: longAgo}
+	l := ks.learning()
+	at := l.test
+	ks.admitted = uint64(100 * l.test.Seconds())
+	ks.waiting = 1
+	l.lastOK = at - time.Millisecond
+	return ks, at
+}
+
+// A probe more than a sixteenth below the slowest pace refused goes no more
+// than halfway to it (geometrically), whatever its step: the quota lies
+// between what held and what was refused (regression: a window of 100 a
+// second, cut to 92 by a cycle's count, probed 98, then 110 as the probe
+// before had, refused there every 5 s, three 429s and a pause each time).
+// Within a sixteenth, the step is the step.
+func TestProbesGoHalfwayToTheLastRefusal(t *testing.T) {
+	ks, at := cruising(110, 0.125, false)
+	ks.climbLearned(time.Now(), at)
+	assert.InDelta(t, math.Sqrt(100*110), float64(ks.lim.Limit()), 0.01, "halfway to 110, not 112.5")
+
+	ks, at = cruising(110, 0.02, false)
+	ks.climbLearned(time.Now(), at)
+	assert.InDelta(t, 102, float64(ks.lim.Limit()), 0.01, "a step short of halfway is the step")
+
+	ks, at = cruising(105, 0.04, false)
+	ks.climbLearned(time.Now(), at)
+	assert.InDelta(t, 104, float64(ks.lim.Limit()), 0.01, "within a sixteenth: the step")
 }
