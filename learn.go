@@ -40,7 +40,12 @@ import (
 //     end of the wait and given back at once, it is a window, and the
 //     guess about its rate: the pace cruises from there (rule 5). Given
 //     back earlier, it grows as a bucket's (rule 2), and a window's reset
-//     that came early is set right by rule 4.
+//     that came early is set right by rule 4. A first peek that no request
+//     took (every one on its way was refused and waits its own
+//     Retry-After, as a window's first burst of 16 is) tells neither: the
+//     pace grows, but a pause in its search probes, as a window's would,
+//     until the first peek of a later pause tells (refused: the count was
+//     held; taken in time and accepted: a bucket).
 //  2. Search. From a bucket's guess the pace doubles every 150 ms until a
 //     refusal, then searches between the last pace that held and the
 //     refused one, a step per Retry-After (within 75 ms and 1 s), or as
@@ -254,6 +259,7 @@ type learner struct {
 	window  bool // the first pause showed a window: held to the end of the wait, then given back at once
 	blind   bool // first: refused before any answer was accepted, the guess is the pause's answers alone
 	gradual bool // the first pause ended at its first peek: the server gives back gradually, a bucket
+	untold  bool // no pause yet had its first peek taken in time: how the server gives back is not known
 	mode    learnMode
 
 	step   float64    // the next probe's rise, a share of the pace
@@ -283,6 +289,7 @@ type learner struct {
 	run         int           // answers accepted since
 	cycle       bool          // paused by a held count: the resume measures what the server took
 	peekRefused time.Duration // when the last peek was refused
+	peekDue     time.Duration // paused: when the first peek was due
 	depth       int           // gradual: the answers the first burst drew before the first refusal
 
 	peak   rate.Limit    // the fastest pace that held a whole test, sent at (see holdFor)
@@ -550,8 +557,9 @@ func (ks *keyState) peek(at, wait time.Duration, whole bool) time.Duration {
 	switch {
 	case whole && wait > peekFirst && (l.peekStep == 0 || at+wait > l.peekEnd+time.Second):
 		// A pause begins, or the server asks for a later end.
-		l.peekEnd, l.peekStep = at+wait, peekFirst
-		return max(wait-time.Second, 0) + peekFirst
+		d := max(wait-time.Second, 0) + peekFirst
+		l.peekEnd, l.peekStep, l.peekDue = at+wait, peekFirst, at+d
+		return d
 	case l.peekStep <= 0 || at >= l.peekEnd:
 		l.peekEnd, l.peekStep = max(l.peekEnd, at+wait), -1 // no more peeks
 		return wait
@@ -579,6 +587,16 @@ func (ks *keyState) resumeLearned(now time.Time, at time.Duration) {
 		}
 		l.first, l.next = false, at+growEvery
 		l.gradual = l.peekStep == peekFirst
+		if l.gradual && !ks.peekTaken() {
+			// No request took the first peek: each on its way was refused
+			// and waits its own Retry-After. The resume says only that
+			// the server gave back by then, not that it gave back
+			// gradually (regression: a window of 100 a second whose
+			// first burst of 16 was all refused was taken for a bucket,
+			// searched a Retry-After a step, each step over it a spent
+			// window, and drew 38-64 429s in 4,000 on loopback).
+			l.gradual, l.untold = false, true
+		}
 		l.depth = l.firstN
 		span := at - l.from
 		if l.peekStep != peekFirst && l.peekEnd > at {
@@ -599,6 +617,17 @@ func (ks *keyState) resumeLearned(now time.Time, at time.Duration) {
 			l.mode, l.step, l.next = modeCruise, probeFirst, at+l.test
 		}
 	}
+	if l.untold && !l.first && l.peekDue > l.runFrom {
+		// The first peek of a later pause tells, refused, that the
+		// server held its count, or, taken in time and accepted, that it
+		// gives back gradually.
+		switch {
+		case l.peekRefused >= l.peekDue:
+			l.untold = false
+		case l.peekStep == peekFirst && ks.peekTaken():
+			l.untold, l.gradual = false, true
+		}
+	}
 	if end := at; l.cycle && at > l.runFrom {
 		// What the server took from the resume before to its reset, over
 		// a pause that its held count began: the reset came after the
@@ -616,6 +645,13 @@ func (ks *keyState) resumeLearned(now time.Time, at time.Duration) {
 	l.reachAt, l.reachAdm = at, ks.admitted
 	l.since, l.edge, l.accepted, l.low = at, false, 0, ks.lim.Limit()
 	l.next = max(l.next, at+growEvery)
+}
+
+// peekTaken reports whether the probe that resumed a learned key went out
+// when the pause's first peek was due, give or take a peek's delay: not
+// one of the key's own refused requests sent again at the end of its wait.
+func (ks *keyState) peekTaken() bool {
+	return ks.tr != nil && ks.tr.probeAt <= ks.learning().peekDue+peekFirst
 }
 
 // measured is the rate the server accepted since the count began, and

@@ -579,6 +579,42 @@ func TestWindowMetMidWayIsNotSearchedThroughPauses(t *testing.T) {
 	}
 }
 
+// A window whose first burst is refused whole, every request on its way
+// refused and waiting its own Retry-After, leaves no request to take the
+// first pause's peeks: the resume, at the end of the wait, says nothing of
+// how the server gives back, and a pause in the search that follows ends in
+// probes, as for the window met mid-way above, which go no more than
+// halfway to the last pace refused (regression: taken for a bucket, it
+// searched a Retry-After a step, each step over the window refused at its
+// reset with all on their way: 38-64 429s in 4,000 on loopback, 50-56 in
+// this test; with the peeks read right but the probes as they were, 54
+// when the job starts on the window's second: the probes went 92, 98,
+// 110, refused at 110 as the probe before, every 5 s; now 32-40).
+func TestWindowWithNoPeekTakenIsNotSearchedThroughPauses(t *testing.T) {
+	for _, late := range []time.Duration{0, 300 * time.Millisecond, 600 * time.Millisecond} {
+		t.Run(fmt.Sprint(late), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				time.Sleep(late) // the server's windows begin on its clock's seconds
+				api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{quotaWindow}})
+				// Every answer 2 ms after its request, in the order sent:
+				// those accepted come back before the first refusal, and
+				// each of the 16 workers sends its next request at once.
+				base := rtFunc(func(r *http.Request) (*http.Response, error) {
+					time.Sleep(2 * time.Millisecond)
+					return api.RoundTrip(r)
+				})
+				rt := throttle.New(base)
+				defer rt.Close()
+				took := job(t, rt, 4000)
+				seen := api.Stats().Total.Throttled
+				t.Logf("took %v (%.3fx the ideal), %d refused", took, took.Seconds()/39, seen)
+				assert.LessOrEqual(t, seen, int64(45))
+				assert.LessOrEqual(t, took.Seconds(), 1.15*39)
+			})
+		})
+	}
+}
+
 // A server that holds its count past the first peek and gives it back at
 // once is a window (or a log): the first guess, the answers accepted over
 // the whole wait asked for, is about its rate, and it is probed upward a
