@@ -103,3 +103,23 @@ func TestProbesGoHalfwayToTheLastRefusal(t *testing.T) {
 	ks.climbLearned(time.Now(), at)
 	assert.InDelta(t, 104, float64(ks.lim.Limit()), 0.01, "within a sixteenth: the step")
 }
+
+// A probe's step that went only halfway to the slowest pace refused, short
+// of its own, falls back, refused, to 0.95 of the step below, as a big step
+// does, not to where the probes began: the steps below it held their tests
+// (found in review 37: a window's pace probed 75, 92, 101.5, was refused at
+// 101.5, went back to 56 and held 16 s).
+func TestRefusedHalfwayProbeFallsBackToTheStepBelow(t *testing.T) {
+	ks, at := cruising(112, 0.25, false)
+	l := ks.learning()
+	ks.lim.SetLimit(92)
+	l.lo, l.low = 92, 56
+	ks.climbLearned(time.Now(), at)
+	p := ks.lim.Limit()
+	assert.InDelta(t, math.Sqrt(92*112), float64(p), 0.01, "halfway")
+	// Counted since a resume, not a refusal: no rate measured bounds the
+	// fallback (see measured).
+	l.edge, l.cut, l.accepted = false, ks.admitted-2*minCount, 2*minCount
+	ks.relearn(time.Now(), at, p, time.Second)
+	assert.InDelta(t, 92*cutShare, float64(ks.lim.Limit()), 0.01, "0.95 of the step below, not 56")
+}
