@@ -622,18 +622,22 @@ func TestWindowWithNoPeekTakenIsNotSearchedThroughPauses(t *testing.T) {
 // second, 5 deep, took 20x the ideal; now 1.6x, each refusal's own
 // Retry-After stalling the one worker, and with it the climb, a second).
 func TestOneAtATimeClientClimbsItsLearnedPace(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
-			{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}}, Latency: time.Millisecond})
-		rt := throttle.New(api)
-		defer rt.Close()
-		took := jobOf(t, rt, 1000, 1, "")
-		ideal := 9.95 // (1,000 - 5) / 100
-		st := rt.Stats().Keys["api.test"]
-		t.Logf("took %v (%.2fx the ideal), %d refused, pace %.1f/s", took, took.Seconds()/ideal, api.Stats().Total.Throttled, float64(st.Rate))
-		assert.LessOrEqual(t, took.Seconds(), 2*ideal)
-		assert.Greater(t, float64(st.Rate), 80.0, "the pace climbed from its first guess")
-	})
+	for _, burst := range []int{1, 5} {
+		t.Run(fmt.Sprint("burst", burst), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
+					{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: burst}}, Latency: time.Millisecond})
+				rt := throttle.New(api)
+				defer rt.Close()
+				took := jobOf(t, rt, 1000, 1, "")
+				ideal := float64(1000-burst) / 100
+				st := rt.Stats().Keys["api.test"]
+				t.Logf("took %v (%.2fx the ideal), %d refused, pace %.1f/s", took, took.Seconds()/ideal, api.Stats().Total.Throttled, float64(st.Rate))
+				assert.LessOrEqual(t, took.Seconds(), 2*ideal)
+				assert.Greater(t, float64(st.Rate), 80.0, "the pace climbed from its first guess")
+			})
+		})
+	}
 }
 
 // A server that holds its count past the first peek and gives it back at
