@@ -70,10 +70,10 @@ func TestRefusedBigProbeFallsBackToTheStepBelow(t *testing.T) {
 
 // cruising returns a key cruising at a learned pace of 100 a second whose
 // next probe rises by step, the slowest pace refused hi, its time come.
-func cruising(hi rate.Limit, step float64, gradual bool) (*keyState, time.Duration) {
+func cruising(hi rate.Limit, step float64) (*keyState, time.Duration) {
 	ks := &keyState{pol: &policy{}}
 	ks.lim = rate.NewLimiter(100, learnedBurst)
-	ks.rarely().learn = learner{on: true, edge: true, mode: modeCruise, step: step, gradual: gradual,
+	ks.rarely().learn = learner{on: true, edge: true, mode: modeCruise, step: step,
 		lo: 100, hi: hi, tested: 100, low: 100, test: 2 * time.Second, hold: probeHold,
 		peakAt: longAgo, noiseEnd: longAgo}
 	l := ks.learning()
@@ -91,15 +91,15 @@ func cruising(hi rate.Limit, step float64, gradual bool) (*keyState, time.Durati
 // before had, refused there every 5 s, three 429s and a pause each time).
 // Within a sixteenth, the step is the step.
 func TestProbesGoHalfwayToTheLastRefusal(t *testing.T) {
-	ks, at := cruising(110, 0.125, false)
+	ks, at := cruising(110, 0.125)
 	ks.climbLearned(time.Now(), at)
 	assert.InDelta(t, math.Sqrt(100*110), float64(ks.lim.Limit()), 0.01, "halfway to 110, not 112.5")
 
-	ks, at = cruising(110, 0.02, false)
+	ks, at = cruising(110, 0.02)
 	ks.climbLearned(time.Now(), at)
 	assert.InDelta(t, 102, float64(ks.lim.Limit()), 0.01, "a step short of halfway is the step")
 
-	ks, at = cruising(105, 0.04, false)
+	ks, at = cruising(105, 0.04)
 	ks.climbLearned(time.Now(), at)
 	assert.InDelta(t, 104, float64(ks.lim.Limit()), 0.01, "within a sixteenth: the step")
 }
@@ -110,7 +110,7 @@ func TestProbesGoHalfwayToTheLastRefusal(t *testing.T) {
 // (found in review 37: a window's pace probed 75, 92, 101.5, was refused at
 // 101.5, went back to 56 and held 16 s).
 func TestRefusedHalfwayProbeFallsBackToTheStepBelow(t *testing.T) {
-	ks, at := cruising(112, 0.25, false)
+	ks, at := cruising(112, 0.25)
 	l := ks.learning()
 	ks.lim.SetLimit(92)
 	l.lo, l.low = 92, 56
