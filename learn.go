@@ -1006,22 +1006,29 @@ func (ks *keyState) heldLearned(now time.Time, at time.Duration) {
 	l.mode, l.step, l.next = modeCruise, probeFirst, at+l.holdFor(at, to)
 }
 
-// paced notes whether an admission of the key waited for its learned
-// pace's turn (held).
-//
-// (Tried, found in review 37, and undone: a retry admitted alone, with none
-// waiting, took the pacer's second token with it, which fills while a
-// refused request waits out its Retry-After, so that the next request
-// waited its turn. A client that sends one at a time otherwise sends the
-// retry and the next at once into a bucket of one, refused each time: its
-// pace sinks to 2 a second, 37x the ideal, and was 1.8x with it. But two
-// transports on one bucket, told nothing, drew 29.6 429s a run where 28.0
-// were, the worst 54-65 where 38-39 were, over five executions of 48 seeds:
-// a transport whose workers all waited out refusals came back a turn at a
-// time.)
-func (ks *keyState) paced(held bool) {
+// paced notes, at now, whether an admission of the key waited for its
+// learned pace's turn (held), and whether it was a retry's. A retry of the
+// only request on the key (a client that sends one at a time) takes the
+// pacer's whole tokens left with it: they filled while it waited out its
+// Retry-After, and the client's next request, sent as soon as the retry is
+// answered, would go a round trip after it, not a turn, into a bucket
+// whose depth may be one, and be refused in its turn (regression, found in
+// review 37: a loop on a bucket of 100 a second, one deep, had every other
+// request refused, its pace sank to 2 a second, 37x the ideal; now 2.1x).
+// A key with other requests is left as it is: its turns are shared, and a
+// waiter that woke late keeps the time it lost. (Tried and undone in
+// e7db1da: a retry with none waiting in the line took the token, and two
+// transports on one bucket, whose workers all waited out refusals, came
+// back a turn at a time: 29.6 429s a run where 28.0 were, the worst 54-65
+// where 38-39 were, over five executions of 48 seeds.)
+func (ks *keyState) paced(now time.Time, held, retry bool) {
 	if l := ks.learning(); l != nil && l.on {
 		l.byPace = held
+		if retry && ks.refs == 1 {
+			if n := int(ks.lim.TokensAt(now)); n > 0 {
+				ks.lim.AllowN(now, n)
+			}
+		}
 	}
 }
 

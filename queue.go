@@ -162,7 +162,7 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, pl *place, attempt 
 		if ks.free(now, mono, pl.cost) && (ks.lim == nil || ks.lim.AllowN(now, pl.cost)) {
 			ks.enter(tk, now, mono, attempt > 1, pl.cost)
 			if ks.tr != nil {
-				ks.paced(false) // learn.go
+				ks.paced(now, false, attempt > 1) // learn.go
 			}
 			ks.mu.Unlock()
 			return nil // no wait for a limit: waited stays 0
@@ -246,7 +246,7 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 			case !at.After(now) && ctx.Err() == nil:
 				ks.remove(w)
 				ks.take(tk, now, mono, retry, pl.cost)
-				ks.paced(waitingFor.limit == LimitRate) // learn.go
+				ks.paced(now, waitingFor.limit == LimitRate, retry) // learn.go
 				ks.mu.Unlock()
 				tk.waited, tk.heldBy = now.Sub(start), waitingFor.limit
 				tk.asked, tk.alone = w.booked, w.alone
