@@ -123,3 +123,41 @@ func TestRefusedHalfwayProbeFallsBackToTheStepBelow(t *testing.T) {
 	ks.relearn(time.Now(), at, p, time.Second)
 	assert.InDelta(t, 92*cutShare, float64(ks.lim.Limit()), 0.01, "0.95 of the step below, not 56")
 }
+
+// A cut pace holds 200 answers' worth of itself before it probes when the
+// refusal was a probe's (the pace had risen since its last cut), and 2 s
+// when the pace refused had not risen: that refusal cost no probe (one at
+// random, or another client growing into the quota), and a slow pace held
+// 200 answers' worth after each sat low behind random 429s
+// (TestFiveRandomRefusalsInAHundredAreTried).
+func TestOnlyAProbesRefusalHoldsTheProbesLong(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		low  rate.Limit // the pace at the last cut
+		long bool
+	}{{"not risen", 10, false}, {"a probe's", 9.5, true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			ks := &keyState{pol: &policy{}}
+			ks.lim = rate.NewLimiter(10, learnedBurst)
+			ks.rarely().learn = learner{on: true, edge: true, mode: modeCruise, step: probeFirst,
+				lo: 10, hi: 20, tested: 10, low: tt.low, test: 2 * time.Second, hold: probeHold,
+				peakAt: longAgo, noiseEnd: longAgo}
+			l := ks.learning()
+			at := time.Minute
+			// 40 answers accepted since the last cut, over 4 s.
+			ks.admitted = 1000
+			l.cut, l.since, l.accepted = ks.admitted-40, at-4*time.Second, 40
+			ks.relearn(time.Now(), at, 10, time.Second)
+			assert.Equal(t, modeCruise, l.mode)
+			p := ks.lim.Limit()
+			assert.InDelta(t, 9.7, float64(p), 0.01, "cut to 0.97 of the rate the server took")
+			hold := probeHold
+			if tt.long {
+				// 200 answers' worth of 10 a second, the pace that held
+				// a whole test before the refusal (its peak).
+				hold = holdCount * time.Second / 10
+			}
+			assert.Equal(t, at+hold, l.next, "the probes wait")
+		})
+	}
+}

@@ -38,11 +38,12 @@ func TestQuietOfHeavyNoiseKeepsItsCount(t *testing.T) {
 // before the probes that the cut set (found in review: a slow pace's,
 // 200 answers' worth, 37 s at 5 a second, outlived the verdict, and the
 // next noise refusal began it again: a transport alone on a free quota
-// sat at 5 a second for 172 s).
+// sat at 5 a second for 172 s). The refusal here is a probe's (the pace
+// rose from 4.9 since its last cut): its cut holds 200 answers' worth.
 func TestNoiseVerdictUndoesTheCutsHold(t *testing.T) {
 	ks := &keyState{pol: &policy{}}
 	ks.lim = rate.NewLimiter(5, learnedBurst)
-	ks.rarely().learn = learner{on: true, edge: true, mode: modeCruise, lo: 5, hi: 6, tested: 5, low: 5,
+	ks.rarely().learn = learner{on: true, edge: true, mode: modeCruise, lo: 5, hi: 6, tested: 5, low: 4.9,
 		test: 2 * time.Second, hold: probeHold, costs: true, next: 10 * time.Second,
 		accepted: 150, cruiseN: 300, cruiseK: 9, peakAt: longAgo, noiseEnd: longAgo}
 	l := ks.learning()
@@ -209,10 +210,12 @@ func TestAPauseInTheQuietCutsNothing(t *testing.T) {
 // are twice as often within a few, and cut. (Found in review: the counts
 // stopped at the odds a configured trial ends at, e^3; the refusals after
 // were judged on the first hundred answers, eleven swallowed over 11 s.)
+// The cut tried is a probe's (the pace rose from 9.9 since its last cut):
+// its hold, 200 answers' worth, is the trial's time.
 func TestATrialCountsPastItsOdds(t *testing.T) {
 	ks := &keyState{pol: &policy{}}
 	ks.lim = rate.NewLimiter(10, learnedBurst)
-	ks.rarely().learn = learner{on: true, edge: true, mode: modeCruise, lo: 10, hi: 12, tested: 10, low: 10,
+	ks.rarely().learn = learner{on: true, edge: true, mode: modeCruise, lo: 10, hi: 12, tested: 10, low: 9.9,
 		test: 2 * time.Second, hold: probeHold, costs: true, step: probeFirst,
 		accepted: 150, since: 5 * time.Second, cruiseN: 1000, cruiseK: 11, peakAt: longAgo, noiseEnd: longAgo}
 	l := ks.learning()
