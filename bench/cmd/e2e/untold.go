@@ -129,7 +129,9 @@ func untoldScenarios() []scenario {
 // and shared by two processes; a small token bucket far away (100 a second,
 // 5 deep, answers 40-60 ms after the request: about as many on their way as
 // it holds), told by X-RateLimit-*; a fast, shallow token bucket (1,000 a
-// second, 5 deep: 5 ms of its rate) told nothing; the small bucket told
+// second, 5 deep: 5 ms of its rate) told nothing; a bucket of one (100 a
+// second, one deep: an API that takes one request per turn, as a client
+// that sends one at a time meets it with -workers 1) told nothing; the small bucket told
 // nothing, behind a gateway that refuses 1% of requests at random (429,
 // Retry-After: 1, counted by no quota), and 3%. Their names
 // start with "untold-real", and they run first, so that -scenario
@@ -141,6 +143,7 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 	plain := noise{arrivalJitter: untoldJitter}
 	small := quota{algo: throttletest.TokenBucket, rate: 100, burst: 5}
 	shallow := quota{algo: throttletest.TokenBucket, rate: 1000, burst: 5}
+	onedeep := quota{algo: throttletest.TokenBucket, rate: 100, burst: 1}
 	randomly := noise{arrivalJitter: untoldJitter, refused: 0.01}
 	heavily := noise{arrivalJitter: untoldJitter, refused: 0.03}
 	away := noise{arrivalJitter: untoldJitter, latency: 40 * time.Millisecond, latencyJitter: 20 * time.Millisecond}
@@ -163,6 +166,7 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 		{name: "untold-real-2procs-leaky-xrl", quota: leaky, headers: xRateLimit, noise: plain, procs: 2},
 		{name: "untold-real-smallaway-xrl", quota: small, headers: xRateLimit, noise: away},
 		{name: "untold-real-shallow-none", quota: shallow, headers: noHeaders, noise: plain},
+		{name: "untold-real-onedeep-none", quota: onedeep, headers: noHeaders, noise: plain},
 		{name: "untold-real-random429-none", quota: small, headers: noHeaders, noise: randomly},
 		{name: "untold-real-random429-heavy-none", quota: small, headers: noHeaders, noise: heavily},
 	}
