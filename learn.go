@@ -1036,7 +1036,10 @@ func (ks *keyState) heldLearned(now time.Time, at time.Duration) {
 // e7db1da: a retry with none waiting in the line took the token, and two
 // transports on one bucket, whose workers all waited out refusals, came
 // back a turn at a time: 29.6 429s a run where 28.0 were, the worst 54-65
-// where 38-39 were, over five executions of 48 seeds.)
+// where 38-39 were, over five executions of 48 seeds; every retry taking
+// them, tried in review 38 for a client of two or three workers on a
+// bucket of one, still 4x the ideal: the worst 62-65 in five executions
+// where 39-60 were.)
 func (ks *keyState) paced(now time.Time, held, retry bool) {
 	if l := ks.learning(); l != nil && l.on {
 		l.byPace = held
