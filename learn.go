@@ -59,7 +59,8 @@ import (
 //     pace's turns): a pace that its round trips, not the pace, kept it
 //     from reaching proves nothing, and an idle spell is no such proof. The pacer of a learned pace holds two tokens, so a turn
 //     taken late (a waiter woken late on a busy machine) leaves its time
-//     to the next instead of losing it.
+//     to the next instead of losing it; one, when the server took one
+//     request before its first refusal (see resumeLearned).
 //  3. Collisions. A refusal of a learned pace is a collision, not an order to
 //     stop: the refused request waits its own Retry-After, and the key goes
 //     on, cruising at 0.95 of its pace but no faster than the pace its
@@ -619,6 +620,19 @@ func (ks *keyState) resumeLearned(now time.Time, at time.Duration) {
 			l.gradual, l.untold = false, true
 		}
 		l.depth = l.firstN
+		if l.depth <= 1 {
+			// The server took one request before its first refusal:
+			// it holds one at a time (a bucket one deep, as far as the
+			// key can tell), and the pacer's second token
+			// sends two requests a round trip apart, the second refused
+			// (regression, found in review 38: two workers on a bucket
+			// of 100 a second, one deep, sent a retry beside the other
+			// worker's request each time, and each refusal came soon
+			// after the one before and halved the pace: 4.1x the ideal,
+			// three workers 3.8x; now 1.5x and 1.3x). A turn taken late
+			// loses its time: a server that holds one loses it too.
+			ks.lim.SetBurstAt(now, 1)
+		}
 		span := at - l.from
 		if l.peekStep != peekFirst && l.peekEnd > at {
 			span = l.peekEnd - l.from // held, then given back at once: a window up to the wait asked

@@ -640,6 +640,30 @@ func TestOneAtATimeClientClimbsItsLearnedPace(t *testing.T) {
 	}
 }
 
+// A client of a few workers on a bucket one deep: the server took one
+// request before its first refusal, so the learned pacer holds one token,
+// not two, and never sends two requests a round trip apart into a bucket
+// that holds one (4.1x the ideal with two workers in review 38's model,
+// 3.8x with three; now 1.5x and 1.3x).
+func TestFewWorkersOnABucketOfOne(t *testing.T) {
+	for _, workers := range []int{2, 3} {
+		t.Run(fmt.Sprint("workers", workers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
+					{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 1}}, Latency: time.Millisecond})
+				rt := throttle.New(api)
+				defer rt.Close()
+				took := jobOf(t, rt, 1000, workers, "")
+				ideal := 999.0 / 100
+				refused := api.Stats().Total.Throttled
+				t.Logf("took %v (%.2fx the ideal), %d refused", took, took.Seconds()/ideal, refused)
+				assert.LessOrEqual(t, took.Seconds(), 1.8*ideal)
+				assert.LessOrEqual(t, refused, int64(15))
+			})
+		})
+	}
+}
+
 // A server that holds its count past the first peek and gives it back at
 // once is a window (or a log): the first guess, the answers accepted over
 // the whole wait asked for, is about its rate, and it is probed upward a
