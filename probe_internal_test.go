@@ -125,35 +125,40 @@ func TestRefusedHalfwayProbeFallsBackToTheStepBelow(t *testing.T) {
 }
 
 // A cut pace holds 200 answers' worth of itself before it probes when the
-// refusal was a probe's (the pace had risen since its last cut), and 2 s
-// when the pace refused had not risen and refusals were found to be noise
-// on the key: that refusal cost no probe, and a slow pace held 200
-// answers' worth after each sat low behind random 429s
-// (TestFiveRandomRefusalsInAHundredAreTried). Before any noise was found,
-// such a refusal holds as long: it may be another client's probe, or the
-// pace's own excess over a shallow bucket, that a test did not show (found
-// in review 38: two transports on a bucket of 10 a second, each refused by
-// the other's probes and probing again 2 s later, drew 48-52 429s a run
-// where 37-40 were).
+// refusal was a probe's (the pace had risen since its last cut). A refusal
+// of a pace that had not risen cost no probe: the probes wait their 2
+// quiet seconds again, but the hold that the last probe's refusal set is
+// neither begun again nor cut short. Begun again at each refusal, behind
+// random 429s, it rarely ended, and a pace that had sunk sat there
+// (TestFiveRandomRefusalsInAHundredAreTried); cut to 2 s before any noise
+// was found, the refusals of another client's probes made a transport
+// probe again 2 s later (found in review 38: two transports on a bucket
+// of 10 a second drew 48-52 429s a run where 37-40 were).
 func TestOnlyAProbesRefusalHoldsTheProbesLong(t *testing.T) {
+	long := holdCount * time.Second / 10 // 200 answers' worth of 10 a second, the pace that held a whole test before the refusal (its peak)
 	for _, tt := range []struct {
-		name  string
-		low   rate.Limit    // the pace at the last cut
-		noise time.Duration // refusals were found noise then (0: never)
-		long  bool
+		name    string
+		low     rate.Limit    // the pace at the last cut
+		noise   time.Duration // refusals were found noise then (0: never)
+		pending time.Duration // the probes' hold ends this long after the refusal (negative: it ended)
+		hold    time.Duration // and then this long after it
 	}{
-		{"not risen, noise found", 10, time.Second, false},
-		{"not risen, no noise found", 10, 0, true},
-		{"a probe's", 9.5, time.Second, true},
+		{"not risen, the hold over", 10, 0, -time.Second, probeHold},
+		{"not risen, a hold pending", 10, 0, 15 * time.Second, 15 * time.Second},
+		{"not risen, a hold nearly over", 10, 0, time.Second, probeHold},
+		{"not risen, noise found", 10, time.Second, -time.Second, probeHold},
+		{"not risen, noise found, a hold pending", 10, time.Second, 15 * time.Second, 15 * time.Second},
+		{"a probe's", 9.5, time.Second, -time.Second, long},
+		{"a probe's, a hold pending", 9.5, 0, 15 * time.Second, long},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ks := &keyState{pol: &policy{}}
 			ks.lim = rate.NewLimiter(10, learnedBurst)
+			at := time.Minute
 			ks.rarely().learn = learner{on: true, edge: true, mode: modeCruise, step: probeFirst,
 				lo: 10, hi: 20, tested: 10, low: tt.low, test: 2 * time.Second, hold: probeHold,
-				peakAt: longAgo, noiseEnd: longAgo, noiseAt: tt.noise}
+				peakAt: longAgo, noiseEnd: longAgo, noiseAt: tt.noise, next: at + tt.pending}
 			l := ks.learning()
-			at := time.Minute
 			// 40 answers accepted since the last cut, over 4 s.
 			ks.admitted = 1000
 			l.cut, l.since, l.accepted = ks.admitted-40, at-4*time.Second, 40
@@ -161,13 +166,7 @@ func TestOnlyAProbesRefusalHoldsTheProbesLong(t *testing.T) {
 			assert.Equal(t, modeCruise, l.mode)
 			p := ks.lim.Limit()
 			assert.InDelta(t, 9.7, float64(p), 0.01, "cut to 0.97 of the rate the server took")
-			hold := probeHold
-			if tt.long {
-				// 200 answers' worth of 10 a second, the pace that held
-				// a whole test before the refusal (its peak).
-				hold = holdCount * time.Second / 10
-			}
-			assert.Equal(t, at+hold, l.next, "the probes wait")
+			assert.Equal(t, at+tt.hold, l.next, "the probes wait")
 		})
 	}
 }
