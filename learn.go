@@ -631,8 +631,8 @@ func (ks *keyState) resumeLearned(now time.Time, at time.Duration) {
 		if l.depth <= 1 {
 			// The server took one request before its first refusal:
 			// it holds one at a time (a bucket one deep, as far as the
-			// key can tell), and the pacer's second token
-			// sends two requests a round trip apart, the second refused
+			// key can tell), and the pacer's second token sends two
+			// requests a round trip apart, the second refused
 			// (regression, found in review 38: two workers on a bucket
 			// of 100 a second, one deep, sent a retry beside the other
 			// worker's request each time, and each refusal came soon
