@@ -277,7 +277,7 @@ type learner struct {
 
 	test  time.Duration // how long a pace must hold to count as held
 	hold  time.Duration // how long a cut pace waits before it probes
-	costs bool          // the last cut of the cruising pace answered a probe's refusal, or came before noise was found: a probe may cost a 429 (see holdFor)
+	costs bool          // the last cut of the cruising pace answered a probe's refusal, or a refusal in a count begun at a resume, or came before noise was found: a probe may cost a 429 (see holdFor)
 	next  time.Duration // the pace may rise from then on
 	setAt time.Duration // when the pace was last set
 
