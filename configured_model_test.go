@@ -77,7 +77,17 @@ func TestConfiguredModel(t *testing.T) {
 // a window of 100 a second and a log of 200 a second behind 3%, each with
 // 4,000 records; the three quotas of issue 9's rows without noise; two
 // transports (two processes) on one bucket, half the job each, without
-// noise and behind 1%. A window's runs start at their seed's point of the
+// noise and behind 1%; and the bucket behind 3% answered at once after
+// its arrival jitter, as the loopback rows are (fast-n3). There, as on
+// loopback, the first burst's accepted answers may come back before its
+// refusals: their workers send again and are refused too, all 16 wait
+// out their own Retry-After, and no request is left to take the first
+// pause's peek. The guess is then the 5 answers over the whole second,
+// and a random 429 while the pace grows from there holds it low for a
+// minute or more (found in session 40: on loopback the row of 3% random
+// 429s took 3.2-4.0x the ideal in the runs whose first burst drew 16
+// refusals, 1.5-2.5x in the others; in nearby's model, whose refusals
+// come back before the answers accepted, never 16). A window's runs start at their seed's point of the
 // server's second (seed·379 ms into it, as in TestModel), its ideal that
 // much shorter: up to commit f8f1261 they all began with a
 // window, whose first refusal asks for the whole second and whose first
@@ -96,11 +106,13 @@ func TestLearnedModel(t *testing.T) {
 		share   float64
 		ideal   float64 // seconds, for 4,000 records
 		clients int
+		fast    bool // answered at once, as on loopback (bench/cmd/e2e), not 1-3 ms after arrival
 	}{
-		{"bucket-n1", b100, 0.01, 39.95, 1}, {"bucket-n3", b100, 0.03, 39.95, 1}, {"bucket-n5", b100, 0.05, 39.95, 1},
-		{"window-n3", quotaWindow, 0.03, 40, 1}, {"log-n3", quotaLog, 0.03, 20, 1},
-		{"bucket200", quotaBucket, 0, 19.9, 1}, {"window", quotaWindow, 0, 40, 1}, {"log", quotaLog, 0, 20, 1},
-		{"two", quotaBucket, 0, 19.9, 2}, {"two-n1", b100, 0.01, 39.95, 2},
+		{"bucket-n1", b100, 0.01, 39.95, 1, false}, {"bucket-n3", b100, 0.03, 39.95, 1, false}, {"bucket-n5", b100, 0.05, 39.95, 1, false},
+		{"window-n3", quotaWindow, 0.03, 40, 1, false}, {"log-n3", quotaLog, 0.03, 20, 1, false},
+		{"bucket200", quotaBucket, 0, 19.9, 1, false}, {"window", quotaWindow, 0, 40, 1, false}, {"log", quotaLog, 0, 20, 1, false},
+		{"two", quotaBucket, 0, 19.9, 2, false}, {"two-n1", b100, 0.01, 39.95, 2, false},
+		{"fast-n3", b100, 0.03, 39.95, 1, true},
 	} {
 		if only != "" && !anyWordIn(only, s.name) {
 			continue
@@ -115,7 +127,11 @@ func TestLearnedModel(t *testing.T) {
 						time.Sleep(late) // the server's windows begin on its clock's seconds
 						ideal -= late.Seconds()
 					}
-					api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{s.l}}, seed))
+					cfg := nearby(throttletest.Config{Limits: []throttletest.Limit{s.l}}, seed)
+					if s.fast {
+						cfg.Latency, cfg.LatencyJitter = 0, 0
+					}
+					api := throttletest.NewAPI(cfg)
 					base := modelNoise(api, s.share, seed)
 					var wg sync.WaitGroup
 					var mu sync.Mutex
