@@ -87,12 +87,13 @@ func TestConfiguredModel(t *testing.T) {
 // minute or more (found in session 40: on loopback the row of 3% random
 // 429s took 3.2-4.0x the ideal in the runs whose first burst drew 16
 // refusals, 1.5-2.5x in the others; in nearby's model, whose refusals
-// come back before the answers accepted, never 16). A window's runs start at their seed's point of the
-// server's second (seed·379 ms into it, as in TestModel), its ideal that
-// much shorter: up to commit f8f1261 they all began with a
-// window, whose first refusal asks for the whole second and whose first
-// pause, held to its end, shows a window, and the model met none of the
-// paths by which a job meets a real server's window mid-way.
+// come back before the answers accepted, never 16). A window's runs
+// start at their seed's point of the server's second (seed·379 ms into
+// it, as in TestModel), its ideal that much shorter: up to commit
+// f8f1261 they all began with a window, whose first refusal asks for the
+// whole second and whose first pause, held to its end, shows a window,
+// and the model met none of the paths by which a job meets a real
+// server's window mid-way.
 func TestLearnedModel(t *testing.T) {
 	seeds, _ := strconv.Atoi(os.Getenv("THROTTLE_LEARNED_MODEL"))
 	if seeds <= 0 {
