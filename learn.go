@@ -1149,15 +1149,10 @@ func (ks *keyState) climbLearned(now time.Time, at time.Duration) {
 		// tell; behind 3% random 429s a learned pace sank to 3 a second,
 		// 33x the ideal).
 		if t.llr < 0 && t.asBefore() {
-			// The pace goes back to where the cut began: a probe from
-			// the pace read above would undo that (found in session
-			// 40: the trial's verdict set 35.2 a second, and the probe
-			// that followed in the same answer set 33.8, 1.01 times
-			// the cut pace).
 			ks.noiseFound(now, at)
-			return
+		} else {
+			t.adm = 0
 		}
-		t.adm = 0
 	}
 	if ks.waiting == 0 && !l.byPace || at < l.next || l.tri.adm != 0 {
 		return // not yet, or a cut on trial: the probes wait for its verdict

@@ -291,28 +291,3 @@ func TestQuickAndEarlyCutsAreTried(t *testing.T) {
 		})
 	}
 }
-
-// A trial whose time runs out, told "as often as before" by the answers so
-// far, gives the pace back to where the cut began, and the probe that may
-// go with the same answer does not rise from the cut pace instead (found
-// in session 40: on loopback, the verdict set 35.2 a second and the probe
-// of the same answer 33.8, 1.01 times the cut pace, when requests waited
-// for their turn).
-func TestATrialToldByTimeGivesThePaceBackWhole(t *testing.T) {
-	ks := &keyState{pol: &policy{}}
-	ks.lim = rate.NewLimiter(47.5, learnedBurst)
-	at := 30 * time.Second
-	ks.rarely().learn = learner{on: true, edge: true, mode: modeCruise, lo: 47.5, hi: 60, tested: 47.5, low: 47.5,
-		test: 2 * time.Second, hold: probeHold, step: probeFirst, next: at - time.Second,
-		reachAt: at - time.Second, reachAdm: 900, lastOK: at - 10*time.Millisecond, peakAt: longAgo, noiseEnd: longAgo,
-		tri: trial{adm: 1, at: at - 5*time.Second, from: 50, base: 0.03, n: 100, k: 3, llr: -1,
-			drop: learnDrop, quietUntil: longAgo, endedAt: longAgo},
-		triHi: 60, triStep: probeFirst, triNext: at - time.Second}
-	ks.waiting, ks.admitted = 4, 1000 // requests wait for their turn: a probe may go
-	l := ks.learning()
-	require.True(t, l.tri.asBefore(), "three refusals in 100 answers, where 3% came before")
-	ks.climbLearned(time.Now(), at)
-	assert.Zero(t, l.tri.adm, "told")
-	assert.Positive(t, l.bg, "noise")
-	assert.Equal(t, rate.Limit(50), ks.lim.Limit(), "the pace back where the cut began")
-}
