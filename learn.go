@@ -60,7 +60,22 @@ import (
 //     from reaching proves nothing, and an idle spell is no such proof. The pacer of a learned pace holds two tokens, so a turn
 //     taken late (a waiter woken late on a busy machine) leaves its time
 //     to the next instead of losing it; one, when the server took one
-//     request before its first refusal (see resumeLearned).
+//     request before its first refusal (see resumeLearned). A refusal
+//     of a pace that grows from a first pause that told nothing (no
+//     request took its peek, each waited out its own Retry-After, or a
+//     later peek ended it: the guess is a lower bound), to a key of
+//     more than two RoundTrips, is held: the growth stops until 16
+//     answers come back accepted, and goes on; a second refusal before
+//     that is the growth's, and cuts as above. (Regression, found in
+//     session 40: on loopback a random 429 at 10 a second, the second
+//     step of a growth from a guess of 5, held a bucket of 100 a second
+//     under 10 for a minute, and the row of 3% random 429s took 3.2-4.0x
+//     the ideal in the 9 runs of 16 whose first burst drew 16 refusals;
+//     TestLearnedModel's fast-n3, 48 seeds, 2.38x, 8.0x at worst, now
+//     1.99x and 3.6x. A client of one or two at a time is not held: the
+//     second refusal stalls one of its few RoundTrips a whole
+//     Retry-After, and review 37's one-at-a-time rows took 5-10% longer
+//     held.)
 //  3. Collisions. A refusal of a learned pace is a collision, not an order to
 //     stop: the refused request waits its own Retry-After, and the key goes
 //     on, cruising at 0.95 of its pace but no faster than the pace its
@@ -240,6 +255,9 @@ const (
 
 	learnedBurst = 2 // a learned pace's tokens: a waiter that wakes late (a busy machine) does not lose the time
 
+	loneAnswers = 16 // rule 2: a growth refusal after a first pause that told nothing holds the growth until this many answers clear it
+	loneRefs    = 2  // for a key with more RoundTrips than this: one fewer waits out a second refusal's Retry-After
+
 	slowestRate = rate.Limit(0.1) // a learned pace never drops below this
 	fastestRate = rate.Limit(1e6) // nor grows above this; as hi: nothing refused yet
 )
@@ -267,6 +285,7 @@ type learner struct {
 	untold  bool // no pause yet had its first peek taken in time: how the server gives back is not known
 	byPace  bool // the key's last admission waited for the pace's turn: a client that sends one at a time has none waiting when its answer comes
 	capped  bool // the pace is a probe's step that went only halfway to the slowest pace refused (see climbLearned)
+	lone    bool // rule 2: a growth refusal, after a first pause that told nothing, waits for loneAnswers answers or a second refusal
 	mode    learnMode
 
 	step   float64    // the next probe's rise, a share of the pace
@@ -298,6 +317,9 @@ type learner struct {
 	peekRefused time.Duration // when the last peek was refused
 	peekDue     time.Duration // paused: when the first peek was due
 	depth       int           // gradual: the answers the first burst drew before the first refusal
+
+	loneAdm uint64 // lone: the key's admissions at the refusal
+	loneOK  int32  // lone: answers accepted since, to attempts admitted after it
 
 	peak   rate.Limit    // the fastest pace that held a whole test, sent at (see holdFor)
 	peakAt time.Duration // noted then
@@ -413,6 +435,9 @@ func (l *learner) accept(tk *ticket) {
 		if t.llr >= learnOdds {
 			t.adm = 0 // the cut helped: it stands, and the probes may go
 		}
+	}
+	if l.lone && tk.adm > l.loneAdm {
+		l.loneOK++
 	}
 	switch {
 	case l.first:
@@ -757,6 +782,18 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 	done, proven := ks.tried(now, at)
 	if done || ks.noise(now, at, p) {
 		return
+	}
+	if l.mode == modeGrow && !l.gradual && !l.window && ks.refs > loneRefs {
+		if !l.lone {
+			// A lone refusal of a pace that grows from a first pause
+			// that told nothing (no request took its peek, or a later
+			// peek ended it: the guess is a lower bound) holds the
+			// growth until loneAnswers answers clear it; a second
+			// refusal first is the growth's, and cuts (rule 2).
+			l.lone, l.loneAdm, l.loneOK = true, ks.admitted, 0
+			return
+		}
+		l.lone = false
 	}
 	hi, step, next := l.hi, l.step, l.next
 	steady := l.mode == modeCruise && l.edge && p <= l.low // the pace had not risen since its last cut (not a resume): no probe's refusal
@@ -1153,6 +1190,12 @@ func (ks *keyState) climbLearned(now time.Time, at time.Duration) {
 		} else {
 			t.adm = 0
 		}
+	}
+	if l.lone {
+		if l.loneOK < loneAnswers {
+			return // a lone refusal of the growth waits for the answers to clear it
+		}
+		l.lone = false
 	}
 	if ks.waiting == 0 && !l.byPace || at < l.next || l.tri.adm != 0 {
 		return // not yet, or a cut on trial: the probes wait for its verdict
