@@ -738,7 +738,10 @@ func TestQuotaSteppingDownIsFollowed(t *testing.T) {
 // often (found in review: five in a row every 10 s, each run cut the pace
 // by a fifth and proved its ceiling lower, faster than it climbs back,
 // 9.3x the ideal where go-retryablehttp + x/time/rate took 1.006x; every
-// request for 100 ms every 20 s, 2.7x).
+// request for 100 ms every 20 s, 2.7x), and the run's refusals after the
+// one that ended a trial begin none (regression: the run's last refusal
+// began a trial of a ceiling 5% lower, which the quiet after the run told
+// "helped": the ceiling sank 5% a run, 1.41x and 1.33x the ideal).
 func TestRunsOfRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -746,8 +749,8 @@ func TestRunsOfRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
 		every   time.Duration
 		most    float64
 	}{
-		{"five in a row every 10 s", func(_ time.Duration, nth int) bool { return nth <= 5 }, 10 * time.Second, 1.7},
-		{"everything for 100 ms every 20 s", func(since time.Duration, _ int) bool { return since < 100*time.Millisecond }, 20 * time.Second, 1.6},
+		{"five in a row every 10 s", func(_ time.Duration, nth int) bool { return nth <= 5 }, 10 * time.Second, 1.1},
+		{"everything for 100 ms every 20 s", func(since time.Duration, _ int) bool { return since < 100*time.Millisecond }, 20 * time.Second, 1.15},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
