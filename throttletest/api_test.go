@@ -258,6 +258,7 @@ func TestNewAPIPanicsOnConfigsThatCannotWork(t *testing.T) {
 		"outage-without-length": {Outages: []throttletest.Outage{{Start: time.Second}}},
 		"outage-negative-wait":  {Outages: []throttletest.Outage{{Duration: time.Second, RetryAfter: -time.Second}}},
 		"outage-overflows":      {Outages: []throttletest.Outage{{Start: time.Duration(1 << 62), Duration: time.Duration(1 << 62)}}},
+		"outage-status":         {Outages: []throttletest.Outage{{Duration: time.Second, Status: http.StatusOK}}},
 	}
 	for name, cfg := range tests {
 		t.Run(name, func(t *testing.T) {

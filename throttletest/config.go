@@ -189,10 +189,10 @@ type Config struct {
 	Refused float64
 
 	// Outages are spans of time in which the backend is down (see Outage): a request
-	// that arrives during one, after its ArrivalJitter, is answered 503 at once,
-	// without Latency, with the outage's Retry-After. It is counted in Stats as
-	// Outage, apart from the random 503s, and not against the quotas: it never
-	// reached the backend. A request that arrived before an outage began is answered
+	// that arrives during one, after its ArrivalJitter, is answered 503 (or the
+	// outage's Status) at once, without Latency, with the outage's Retry-After. It
+	// is counted in Stats as Outage, apart from the random 503s (as Throttled, for
+	// an outage of 429s), and not against the quotas: it never reached the backend. A request that arrived before an outage began is answered
 	// as usual. When outages overlap, the first listed gives the Retry-After. Nil
 	// means none.
 	Outages []Outage

@@ -32,6 +32,31 @@ func TestOutageAnswers503WithoutSpendingTheQuota(t *testing.T) {
 	})
 }
 
+// An outage of 429s plays a gateway that refuses everything for a moment:
+// its refusals are Throttled, with the outage's Retry-After, and spend no
+// quota.
+func TestOutageOf429sRefusesWithoutSpendingTheQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{
+			Limits: []throttletest.Limit{{Algorithm: throttletest.SlidingLog, N: 3, Per: time.Hour}},
+			Outages: []throttletest.Outage{
+				{Start: 10 * time.Second, Duration: 100 * time.Millisecond, RetryAfter: 2 * time.Second, Status: http.StatusTooManyRequests},
+				{Start: 20 * time.Second, Duration: time.Second}, // a 503 one after it
+			},
+		})
+		runSteps(t, api, []step{
+			{code: 200}, // t=0
+			{sleep: 10 * time.Second, n: 3, code: 429, retryAfter: "2"}, // t=10s: it begins
+			{sleep: 100 * time.Millisecond, code: 200},                  // over; the 429s spent nothing
+			{sleep: 10 * time.Second, code: 503, retryAfter: "1"},       // the other outage
+			{sleep: time.Second, code: 200},                             // the quota's third
+		})
+		assert.Equal(t, throttletest.Counts{
+			Requests: 7, Accepted: 3, Outage: 1, Throttled: 3, PeakPerSecond: 1, PeakInFlight: 1,
+		}, api.Stats().Keys["k"])
+	})
+}
+
 func TestOutageAnswersAtOnceAndSparesRequestsAlreadyIn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := throttletest.NewAPI(throttletest.Config{

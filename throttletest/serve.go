@@ -85,8 +85,7 @@ func (a *API) serve(r *http.Request) (reply, error) {
 	}
 	now, since := a.arrive()
 	if o, down := a.outageAt(since); down {
-		a.stats.record(key, inOutage, false, n, time.Time{})
-		return a.cfg.serviceUnavailable(now, o.RetryAfter), nil
+		return a.outage(o, key, n, now), nil
 	}
 	if key == "" {
 		a.stats.record(key, unauthorized, false, n, time.Time{})
@@ -174,6 +173,19 @@ func jsonHeader() http.Header {
 }
 
 // serviceUnavailable is a 503 that tells the client to come back after d from now.
+// outage answers a request of key, with n body bytes, that arrived at now
+// during the outage o.
+func (a *API) outage(o Outage, key string, n int64, now time.Time) reply {
+	if o.Status != http.StatusTooManyRequests {
+		a.stats.record(key, inOutage, false, n, time.Time{})
+		return a.cfg.serviceUnavailable(now, o.RetryAfter)
+	}
+	a.stats.record(key, throttled, false, n, time.Time{})
+	rep := newReply(http.StatusTooManyRequests, "refused")
+	rep.setRetryAfter(a.cfg.RetryAfter, now, o.RetryAfter)
+	return rep
+}
+
 func (c *Config) serviceUnavailable(now time.Time, d time.Duration) reply {
 	rep := newReply(http.StatusServiceUnavailable, "service unavailable")
 	rep.setRetryAfter(c.RetryAfter, now, d)

@@ -11,9 +11,9 @@ import (
 type Counts struct {
 	Requests     int64 `json:"requests"`     // every request but GET /__stats
 	Accepted     int64 `json:"accepted"`     // answered 200
-	Throttled    int64 `json:"throttled"`    // answered 429 by a quota, or at random (Config.Refused)
+	Throttled    int64 `json:"throttled"`    // answered 429 by a quota, at random (Config.Refused), or by an Outage of 429s
 	Unavailable  int64 `json:"unavailable"`  // answered 503 by the Unavailable share
-	Outage       int64 `json:"outage"`       // answered 503: arrived during an Outage
+	Outage       int64 `json:"outage"`       // answered 503: arrived during an Outage (of 503s)
 	Unauthorized int64 `json:"unauthorized"` // answered 401: no API key
 	// Canceled requests got no answer: their context ended while they waited in
 	// ArrivalJitter, a queue or Latency, or their body could not be read.
