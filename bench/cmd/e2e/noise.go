@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ type noise struct {
 	refused               float64       // share of requests answered 429 at random (Retry-After: 1), counted by no quota
 	outage                time.Duration // > 0: every answer 503 for this long, from half the ideal time
 	outageRetryAfter      time.Duration // with the outage's 503s
+	blip, blipEvery       time.Duration // > 0: every answer 429 (Retry-After: 1, no quota spent) for blip, every blipEvery
 }
 
 // apply sets the noise on cfg, for a run whose ideal time is ideal.
@@ -34,6 +36,14 @@ func (n noise) apply(cfg *throttletest.Config, ideal time.Duration) {
 		cfg.Outages = []throttletest.Outage{{
 			Start: outageStart(ideal), Duration: n.outage, RetryAfter: n.outageRetryAfter,
 		}}
+	}
+	if n.blip > 0 {
+		// Blips for ten times the ideal: a slow client meets them too.
+		for at := n.blipEvery; at < 10*ideal; at += n.blipEvery {
+			cfg.Outages = append(cfg.Outages, throttletest.Outage{
+				Start: at, Duration: n.blip, RetryAfter: time.Second, Status: http.StatusTooManyRequests,
+			})
+		}
 	}
 }
 
@@ -60,6 +70,9 @@ func (n noise) String() string {
 	}
 	if n.outage > 0 {
 		parts = append(parts, fmt.Sprintf("every answer 503 for %s from half the ideal time (Retry-After %s)", n.outage, n.outageRetryAfter))
+	}
+	if n.blip > 0 {
+		parts = append(parts, fmt.Sprintf("every answer 429 for %s every %s (Retry-After 1s, no quota spent)", n.blip, n.blipEvery))
 	}
 	if len(parts) == 0 {
 		return "none"
@@ -102,6 +115,15 @@ func noisyScenarios() []scenario {
 			// met yet (README, "Under noise").
 			name: "noisy-heavy-429", set: noisySet, quota: bucket, rows: pair,
 			noise:   noise{refused: 0.03},
+			targets: []target{everyRecord(), wallOverIdeal(1.15), wallVsPeer()},
+		},
+		{
+			// A gateway that refuses everything for a moment, now and
+			// then (a rate limiter's hiccup): each run of refusals is
+			// news about nothing, and the pace must not sink under
+			// them (-rows 1,3,6 runs row 3 too, told nothing).
+			name: "noisy-429-blips", set: noisySet, quota: bucket, rows: pair,
+			noise:   noise{blip: 50 * time.Millisecond, blipEvery: 4 * time.Second},
 			targets: []target{everyRecord(), wallOverIdeal(1.15), wallVsPeer()},
 		},
 		{
