@@ -1327,10 +1327,13 @@ func TestThreeRandomRefusalsInAHundredDoNotSinkALearnedPace(t *testing.T) {
 // and between trials each refusal cut the pace again, down from where the
 // server had served: 2.23x the ideal on the window, 3.01x on the log, on
 // average over these seeds (1.66x and 2.55x with rule 8; 1.51x and 2.18x
-// since rule 7 tries cuts after 50 cruising answers, not 100).
+// since rule 7 tries cuts after 50 cruising answers, not 100; the window
+// 1.595x at cf91dc1, 1.605x since a lone pause of a pace that had not
+// risen keeps the probes' hold, where TestLearnedModel's window behind 3%,
+// 48 seeds, went 1.530x -> 1.522x: eight seeds of a chaotic job).
 func TestRandomRefusalsDoNotSinkALearnedWindowOrLog(t *testing.T) {
 	t.Run("window", func(t *testing.T) {
-		assert.LessOrEqual(t, randomlyRefused(t, 0.03, quotaWindow, 4000, nil), 1.6, "on average")
+		assert.LessOrEqual(t, randomlyRefused(t, 0.03, quotaWindow, 4000, nil), 1.65, "on average")
 	})
 	t.Run("log", func(t *testing.T) {
 		assert.LessOrEqual(t, randomlyRefused(t, 0.03, quotaLog, 4000, nil), 2.4, "on average")
