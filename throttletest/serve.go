@@ -172,7 +172,6 @@ func jsonHeader() http.Header {
 	return http.Header{"Content-Type": {"application/json"}}
 }
 
-// serviceUnavailable is a 503 that tells the client to come back after d from now.
 // outage answers a request of key, with n body bytes, that arrived at now
 // during the outage o.
 func (a *API) outage(o Outage, key string, n int64, now time.Time) reply {
@@ -186,6 +185,7 @@ func (a *API) outage(o Outage, key string, n int64, now time.Time) reply {
 	return rep
 }
 
+// serviceUnavailable is a 503 that tells the client to come back after d from now.
 func (c *Config) serviceUnavailable(now time.Time, d time.Duration) reply {
 	rep := newReply(http.StatusServiceUnavailable, "service unavailable")
 	rep.setRetryAfter(c.RetryAfter, now, d)
