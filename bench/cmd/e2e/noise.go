@@ -21,7 +21,7 @@ type noise struct {
 	refused               float64       // share of requests answered 429 at random (Retry-After: 1), counted by no quota
 	outage                time.Duration // > 0: every answer 503 for this long, from half the ideal time
 	outageRetryAfter      time.Duration // with the outage's 503s
-	blip, blipEvery       time.Duration // > 0: every answer 429 (Retry-After: 1, no quota spent) for blip, every blipEvery
+	blip, blipEvery       time.Duration // both > 0: every answer 429 (Retry-After: 1, no quota spent) for blip, every blipEvery
 }
 
 // apply sets the noise on cfg, for a run whose ideal time is ideal.
@@ -37,7 +37,7 @@ func (n noise) apply(cfg *throttletest.Config, ideal time.Duration) {
 			Start: outageStart(ideal), Duration: n.outage, RetryAfter: n.outageRetryAfter,
 		}}
 	}
-	if n.blip > 0 {
+	if n.blip > 0 && n.blipEvery > 0 {
 		// Blips for ten times the ideal: a slow client meets them too.
 		for at := n.blipEvery; at < 10*ideal; at += n.blipEvery {
 			cfg.Outages = append(cfg.Outages, throttletest.Outage{
