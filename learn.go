@@ -298,7 +298,7 @@ type learner struct {
 	hold   time.Duration // how long a cut pace waits before it probes
 	costs  bool          // the last cut of the cruising pace answered a probe's refusal, or a refusal in a count begun at a resume, or came before noise was found: a probe may cost a 429 (see holdFor)
 	risen  bool          // the last cut of the cruising pace answered a pace that had risen since the cut before (a probe's), or a count begun at a resume
-	heldAt time.Duration // when the last pause that set the probes' hold came (see heldLearned)
+	heldAt time.Duration // when the last pause that set the probes' hold came, or the first pause (see heldLearned)
 	next   time.Duration // the pace may rise from then on
 	setAt  time.Duration // when the pace was last set
 
@@ -584,7 +584,7 @@ func (ks *keyState) startLearning(now time.Time, at, wait time.Duration, run int
 	ks.lim = rate.NewLimiter(r, learnedBurst)
 	ks.rarely().learn = learner{on: true, edge: true, first: true, mode: modeGrow,
 		lo: r, hi: fastestRate, tested: r, low: r,
-		test: testLength(wait), hold: probeHold, next: at + wait, setAt: at, reachAt: at, reachAdm: ks.admitted,
+		test: testLength(wait), hold: probeHold, heldAt: at, next: at + wait, setAt: at, reachAt: at, reachAdm: ks.admitted,
 		cut: ks.admitted, since: at, from: from, firstN: run, runFrom: from, run: run, blind: blind}
 	ks.troubled().adapt.adjusted = at
 }

@@ -1563,3 +1563,34 @@ func TestALoneRefusalDoesNotStopAGrowthFromAnUntoldPause(t *testing.T) {
 		assert.Greater(t, float64(st.Rate), 80.0, "the pace found the bucket's rate")
 	})
 }
+
+// A learned pace does not depend on how long its Transport had lived before
+// the key met its first 429: the same job on a window of 100 a second, told
+// nothing, takes the same time and draws the same 429s on a Transport made
+// ten minutes before as on one made at once (regression, found in the
+// reread of commit 428da61: the probes' hold doubled at a pause within two
+// holds of the last, and "the last" of a key's first pause was the
+// Transport's start; a key that began with it doubled at its first pauses,
+// one that began later did not: seed 13 drew 39 429s where it draws 31).
+func TestLearnedPaceDoesNotDependOnTheTransportsAge(t *testing.T) {
+	type result struct {
+		took    time.Duration
+		refused int64
+	}
+	run := func(seed int64, age time.Duration) (r result) {
+		synctest.Test(t, func(t *testing.T) {
+			var api *throttletest.API
+			rt := throttle.New(rtFunc(func(req *http.Request) (*http.Response, error) { return api.RoundTrip(req) }))
+			defer rt.Close()
+			time.Sleep(age)
+			time.Sleep(time.Duration(seed*379%1000) * time.Millisecond) // the job meets the window's second there
+			api = throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{quotaWindow}}, seed))
+			r = result{jobOf(t, rt, 4000, 16, "c"), api.Stats().Total.Throttled}
+		})
+		return r
+	}
+	for _, seed := range []int64{5, 13, 0} {
+		young, old := run(seed, 0), run(seed, 10*time.Minute)
+		assert.Equal(t, young, old, "seed %d: made at once, then ten minutes before", seed)
+	}
+}
