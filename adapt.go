@@ -91,9 +91,12 @@ import (
 //     often as before the first), and for 30 s sparse refusals change
 //     nothing but the refused request's wait. Refusals dense within a
 //     trial end it, as dense, once twice the trial's base is likelier for
-//     them, at odds of 20 to 1, than the base (a trial stops at a refusal:
-//     three in its first 60 answers come one trial in three where one
-//     request in 33 is refused at random), or the key paused since the
+//     them, at odds of 20 to 1, than the base (counted, where fewer than
+//     100 answers at the ceiling tell it, with the prior's one in 50 over
+//     100 answers, see begin: a chance cluster among a few dozen is no
+//     proof; and a trial stops at a refusal: three in its first 60
+//     answers come one trial in three where one request in 33 is
+//     refused at random), or the key paused since the
 //     last cut (a pace over the quota draws its refusals together after a
 //     resume). (Found in review: each sparse refusal set the ceiling to
 //     0.9 of what was proven for 30 s; one request in a hundred refused at
@@ -444,13 +447,14 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 		return
 	}
 	share, dense := ev.dense()
-	if t := &a.trial; !dense && t.more() && t.runs >= 2 && (a.resumed || t.oftener(trialOdds)) {
+	if t := &a.trial; !dense && t.more() && t.runs >= 2 && (a.resumed || t.oftenerThan(t.proof, trialOdds)) {
 		// The trial's refusals are dense, and likelier twice as often as
 		// its base than at it (or the key paused since the last cut):
 		// the pace's doing. A trial stops at a refusal, and where one
 		// request in 33 is refused at random, three come in its first 60
 		// answers one trial in three. One run of refusals is a blip, not
-		// the pace's (see dense).
+		// the pace's (see dense). The base is the one a proof needs (see
+		// begin): this cut proves the ceiling lower.
 		share, dense = float64(t.k-1)/float64(max(t.n, outageAnswers)), true
 	}
 	if wait > coarseWait || !a.run.cut && a.run.spent() {
@@ -767,6 +771,7 @@ type trial struct {
 	endedAt    time.Duration // when the last trial helped
 	quietUntil time.Duration // until then sparse refusals cut nothing: they were shown to be noise
 	atN, atK   int32         // answers and refusals counted while the pace was at the ceiling, since it last moved
+	proof      float64       // the share of refusals before that a proof is judged against (see begin)
 	drop       float64       // helped: refusals fell to base/drop or fewer (0: trialDrop)
 	runs       int32         // runs of refusals counted: refusals with no answer accepted between them are one
 	refused    bool          // the last answer counted was a refusal
@@ -837,13 +842,16 @@ func (t *trial) answered(adm uint64, refused, atCeil bool) {
 // refusal, so its share runs high (regression: behind 3% random 429s, a
 // learned pace's trial that stops at its second refusal found it twice as
 // often as before about one time in four, and the cut it tried stood).
-func (t *trial) oftener(odds float64) bool {
-	if t.k == 0 || trialMore*t.base >= 1 {
+func (t *trial) oftener(odds float64) bool { return t.oftenerThan(t.base, odds) }
+
+// oftenerThan is oftener with the share before taken as base.
+func (t *trial) oftenerThan(base, odds float64) bool {
+	if t.k == 0 || trialMore*base >= 1 {
 		return false // none yet, or none can come twice as often
 	}
 	k, n := float64(t.k), float64(t.n)
-	s := min(max(k/n, trialMore*t.base), 0.99)
-	return k*math.Log(s/t.base)+(n-k)*(math.Log1p(-s)-math.Log1p(-t.base)) >= odds
+	s := min(max(k/n, trialMore*base), 0.99)
+	return k*math.Log(s/base)+(n-k)*(math.Log1p(-s)-math.Log1p(-base)) >= odds
 }
 
 // asBefore reports whether the trial's answers are at least as likely with
@@ -928,16 +936,32 @@ func (ks *keyState) sparse(now time.Time, at time.Duration) {
 func (t *trial) begin(adm uint64, from rate.Limit, ev *evidence, now time.Duration) {
 	// The share of refusals at the ceiling, but the one that began the
 	// trial: trials begin at a refusal. Counted over too few answers, the
-	// key's since its first trouble.
+	// key's since its first trouble, as one in a hundred at least.
+	//
+	// A proof (a trial's refusals dense, see slow) is judged against the
+	// same share where it was counted over enough answers, but against
+	// the key's since its first trouble with the prior's one in 50 over
+	// trialBefore more where not: a few dozen answers with one refusal
+	// among them, the base taken as one in a hundred, made the first
+	// chance cluster of a gateway's random 429s "twice as often" at e^3,
+	// and the ceiling, proven a quarter lower, climbs back only 5% of
+	// Rate per quiet 30 s (regression: TestConfiguredModel, 16 seeds, a
+	// Policy at its quota behind 3% random 429s, 1.27x the ideal on
+	// average, six seeds 1.34-1.70x, where go-retryablehttp + x/time/rate
+	// took 1.07x). The low base stays where a mistake is cheap: a trial
+	// whose refusals came more often than it chains a ceiling 5% lower
+	// (see sparse), which noise then gives back.
 	base := float64(max(t.atK-1, 1)) / float64(max(t.atN, 1))
+	proof := base
 	if t.atN < trialBefore {
 		base = float64(max(ev.refusals-1, 1)) / float64(max(ev.answers, trialBefore))
+		proof = (float64(max(ev.refusals-1, 0)) + latelyPrior*trialBefore) / float64(ev.answers+trialBefore)
 	}
 	chainFrom, chainBase := from, base
 	if now-t.endedAt < ceilEvery {
 		chainFrom, chainBase = t.chainFrom, t.chainBase
 	}
-	*t = trial{adm: adm, at: now, from: from, base: base, chainFrom: chainFrom, chainBase: chainBase,
+	*t = trial{adm: adm, at: now, from: from, base: base, proof: proof, chainFrom: chainFrom, chainBase: chainBase,
 		quietUntil: t.quietUntil, endedAt: longAgo}
 }
 
