@@ -649,14 +649,14 @@ func TestHeavyRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
 // few tell it. Here a gateway refuses the 20th and 40th requests (the
 // second begins a trial), then four among the next 80, then one in 33:
 // 6 refusals among the first 120 answers, as 3% random 429s send now and
-// then. Judged against one refusal in a hundred (one before the trial,
-// over 40 answers), the four were "twice as often" at e^3: the pace went
-// to 0.8 of itself and its ceiling, proven, to 85.5 of 100 for the rest
-// of the job, 1.29x the ideal (regression: 1.27x on average in
-// TestConfiguredModel behind 3% random 429s, six seeds of 16 at
-// 1.34-1.70x, where go-retryablehttp + x/time/rate took 1.07x). Now the
-// trial chains a ceiling 5% lower, and the one in 33 after it, as often,
-// gives the Rate back.
+// then. Judged against one refusal in a hundred (the first, over the 20
+// answers since it, counted as 100), the four were "twice as often" at
+// e^3: the pace went to 0.8 of itself and its ceiling, proven, to 85.5
+// of 100 for the rest of the job, 1.29x the ideal (regression: 1.27x on
+// average in TestConfiguredModel behind 3% random 429s, six seeds of 16
+// at 1.34-1.70x, where go-retryablehttp + x/time/rate took 1.07x). Now
+// the trial chains a ceiling 5% lower, and the one in 33 after it, as
+// often, gives the Rate back.
 func TestAChanceClusterDoesNotProveTheCeilingLower(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := modelBucket(100, 5, 0)
