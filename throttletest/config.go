@@ -192,9 +192,9 @@ type Config struct {
 	// that arrives during one, after its ArrivalJitter, is answered 503 (or the
 	// outage's Status) at once, without Latency, with the outage's Retry-After. It
 	// is counted in Stats as Outage, apart from the random 503s (as Throttled, for
-	// an outage of 429s), and not against the quotas: it never reached the backend. A request that arrived before an outage began is answered
-	// as usual. When outages overlap, the first listed gives the Retry-After. Nil
-	// means none.
+	// an outage of 429s), and not against the quotas: it never reached the
+	// backend. A request that arrived before an outage began is answered as usual.
+	// When outages overlap, the first listed gives the Retry-After. Nil means none.
 	Outages []Outage
 
 	// Seed seeds every random draw (ArrivalJitter, Refused, Unavailable, LatencyJitter): the
