@@ -71,3 +71,11 @@ func (h *health) recovered() {
 func (h *health) refusing() bool {
 	return bits.OnesCount32(h.refused) >= refusalsMin
 }
+
+// refusedMost reports whether quota refusals dominate the recent answers,
+// as failures must to make an outage: at least outageMin of them, and more
+// than half.
+func (h *health) refusedMost() bool {
+	r := bits.OnesCount32(h.refused)
+	return r >= outageMin && 2*r > int(h.n)
+}

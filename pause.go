@@ -287,7 +287,7 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 	case l.peekStep != 0:
 		return lesson{} // sent before the pause: the same news
 	}
-	if ks.collision(h) {
+	if ks.collision(h, &tk, at) {
 		return lesson{}
 	}
 	if learned {
@@ -325,8 +325,10 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 // refusals pause the key and cut the windows, see refusalRun), or by the
 // server's count alone, which the headers show to be a bucket (told.go; the
 // refusal has cut its rate). Windows the headers tell refuse until they give
-// back: their refusals pause the key.
-func (ks *keyState) collision(h hint) bool {
+// back: their refusals pause the key, but for a refusal the headers do not
+// explain (see unexplained), which is one unless refusals dominate the
+// key's recent answers, as failures must to make an outage (outage.go).
+func (ks *keyState) collision(h hint, tk *ticket, at time.Duration) bool {
 	switch {
 	case h.wait > coarseWait:
 		return false
@@ -334,6 +336,8 @@ func (ks *keyState) collision(h hint) bool {
 		return !ks.tr.adapt.run.spent()
 	case ks.lim != nil && !ks.learned():
 		return bits.OnesCount32(ks.health.refused) <= refusalsMin || !ks.ev.often && !ks.tr.adapt.dense // a configured pace
+	case ks.lim == nil && ks.unexplained(h, tk, at):
+		return !ks.health.refusedMost()
 	case ks.health.refusing():
 		return false
 	case ks.learned():
@@ -342,6 +346,31 @@ func (ks *keyState) collision(h hint) bool {
 	// A window or a log refuses until it gives back. (The policy that
 	// refused has the least remaining: see ParseQuota.)
 	return ks.mirror() != nil && ks.mirrorOf(h.quota.Policy).kind == kindBucket
+}
+
+// unexplained reports whether a quota refusal of tk, at at, is one that the
+// key's count of the server's, told by quota headers, does not explain: it
+// came without quota headers, while each count held room for the request
+// beyond the requests still on their way. The server that told the count
+// did not refuse it for that quota: a gateway in front of it did, or a
+// limit it does not describe, or another tenant's burst. Taken for the
+// quota's, each such refusal paused the key (regression, found in session
+// 43: behind 3% random 429s, as a gateway sends them, without the headers
+// the server put on every other answer, a window of 100 a second told by
+// X-RateLimit-* paused a second at every one and took 4.1x the ideal, a
+// log of 200 a second 7.2x, where go-retryablehttp + x/time/rate told the
+// quota took 1.06x and 1.08x).
+func (ks *keyState) unexplained(h hint, tk *ticket, at time.Duration) bool {
+	if h.hasQ || ks.mirror() == nil {
+		return false
+	}
+	n := float64(h.units(tk))
+	for m := range ks.mirrors() {
+		if m.leftAt == 0 || m.tokens(at, ks.outUnits) < n {
+			return false
+		}
+	}
+	return true
 }
 
 // clock returns now (mono from the epoch), or the latest time the limiter

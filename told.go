@@ -119,6 +119,13 @@ import (
 // from its refusals as well (learn.go), and the mirror goes on holding back
 // what its count says.
 //
+// A refusal without quota headers, while the mirror held room for the request
+// beyond those on their way, was not this quota's either: a gateway's, which
+// refuses a share of the requests at random and never reaches the server
+// that counts. It delays only its own retry, and pauses the key only once
+// such refusals dominate its recent answers, as failures must to make an
+// outage (see collision, pause.go).
+//
 // The mirror begins with the first reading on an answer the server
 // accepted. A server that sends its headers on refusals only says only
 // that nothing remains, which the refusal says too: its key learns its
