@@ -14,7 +14,7 @@ func TestLearnNeverMovesTheLimiterClockBack(t *testing.T) {
 	tr := &Transport{epoch: epoch}
 	ks := tr.newKeyState(compile(Policy{Rate: 10, Burst: 2}), "k") // depth 1
 	t0 := epoch.Add(time.Minute)
-	ks.slow(ticket{adm: 1}, t0, tr.since(t0), time.Second, false) // 8/s
+	ks.slow(ticket{adm: 1}, t0, tr.since(t0), time.Second, false, false) // 8/s
 	t1 := t0.Add(time.Minute)
 	stale := t1.Add(-100 * time.Millisecond) // the answer was read 100ms before learn got the lock
 	var tk ticket

@@ -264,7 +264,8 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 		// 100 a second took 1.1-1.3x its ideal with 1-5% refused).
 		taught = max(pause, unstatedWait)
 	}
-	ks.slow(tk, now, at, taught, h.hasQ && h.quota.HasRemaining && h.quota.Remaining >= h.units(&tk))
+	unexpl := ks.unexplained(h, &tk, at)
+	ks.slow(tk, now, at, taught, h.hasQ && h.quota.HasRemaining && h.quota.Remaining >= h.units(&tk), unexpl)
 	l := ks.learning()
 	if l != nil && l.on {
 		pause = taught
@@ -287,7 +288,7 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 	case l.peekStep != 0:
 		return lesson{} // sent before the pause: the same news
 	}
-	if ks.collision(h, &tk, at) {
+	if ks.collision(h, unexpl) {
 		return lesson{}
 	}
 	if learned {
@@ -325,19 +326,20 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 // refusals pause the key and cut the windows, see refusalRun), or by the
 // server's count alone, which the headers show to be a bucket (told.go; the
 // refusal has cut its rate). Windows the headers tell refuse until they give
-// back: their refusals pause the key, but for a refusal the headers do not
-// explain (see unexplained), which is one unless refusals dominate the
-// key's recent answers, as failures must to make an outage (outage.go).
-func (ks *keyState) collision(h hint, tk *ticket, at time.Duration) bool {
+// back: their refusals pause the key. A refusal the headers do not explain
+// (unexpl, see unexplained), to a key paced by them or by a configured
+// pace, is one unless refusals dominate the key's recent answers, as
+// failures must to make an outage (outage.go).
+func (ks *keyState) collision(h hint, unexpl bool) bool {
 	switch {
 	case h.wait > coarseWait:
 		return false
 	case len(ks.wins) > 0:
 		return !ks.tr.adapt.run.spent()
+	case unexpl:
+		return !ks.health.refusedMost()
 	case ks.lim != nil && !ks.learned():
 		return bits.OnesCount32(ks.health.refused) <= refusalsMin || !ks.ev.often && !ks.tr.adapt.dense // a configured pace
-	case ks.lim == nil && ks.unexplained(h, tk, at):
-		return !ks.health.refusedMost()
 	case ks.health.refusing():
 		return false
 	case ks.learned():
@@ -359,9 +361,10 @@ func (ks *keyState) collision(h hint, tk *ticket, at time.Duration) bool {
 // the server put on every other answer, a window of 100 a second told by
 // X-RateLimit-* paused a second at every one and took 4.1x the ideal, a
 // log of 200 a second 7.2x, where go-retryablehttp + x/time/rate told the
-// quota took 1.06x and 1.08x).
+// quota took 1.06x and 1.08x). A pace learned from refusals judges every
+// refusal by its own rules (learn.go): none is unexplained to it.
 func (ks *keyState) unexplained(h hint, tk *ticket, at time.Duration) bool {
-	if h.hasQ || ks.mirror() == nil {
+	if h.hasQ || ks.mirror() == nil || ks.learned() {
 		return false
 	}
 	n := float64(h.units(tk))

@@ -120,11 +120,14 @@ import (
 // what its count says.
 //
 // A refusal without quota headers, while the mirror held room for the request
-// beyond those on their way, was not this quota's either: a gateway's, which
-// refuses a share of the requests at random and never reaches the server
-// that counts. It delays only its own retry, and pauses the key only once
-// such refusals dominate its recent answers, as failures must to make an
-// outage (see collision, pause.go).
+// beyond those on their way, was not this quota's either: a gateway's, most
+// often, which refuses a share of the requests at random and never reaches
+// the server that counts. It delays only its own retry, and cuts no
+// configured pace; once such refusals dominate the key's recent answers, as
+// failures must to make an outage, they pause the key, and are a limit's
+// the headers do not describe: the key learns a pace from them, as above
+// (see collision, pause.go; slow, adapt.go). A configured pace is then
+// proven lower by what the server took (adapt.go's rule 1).
 //
 // The mirror begins with the first reading on an answer the server
 // accepted. A server that sends its headers on refusals only says only

@@ -193,39 +193,109 @@ func TestRandomRefusalsBehindQuotaHeadersDoNotPauseTheKey(t *testing.T) {
 		{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second},
 		{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5},
 	} {
+		r, burst := limit.Rate, limit.Burst
+		if r == 0 { // a window or a log: its N a Per, one at a time
+			r, burst = float64(limit.N)/limit.Per.Seconds(), 1
+		}
 		for _, ietf := range []bool{false, true} {
 			t.Run(fmt.Sprint(limit.Algorithm, "/ietf=", ietf), func(t *testing.T) {
-				const n = 2000
-				run := func(peer bool) (took time.Duration) {
-					synctest.Test(t, func(t *testing.T) {
-						api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{limit},
-							XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true, Refused: 0.03}, 1))
-						if peer {
-							r, burst := limit.Rate, limit.Burst
-							if r == 0 { // a window or a log: its N a Per, one at a time
-								r, burst = float64(limit.N)/limit.Per.Seconds(), 1
-							}
-							took = job(t, &modelPeer{base: api, lim: rate.NewLimiter(rate.Limit(r), burst)}, n)
-							return
-						}
-						rt := throttle.New(api)
-						defer rt.Close()
-						took = job(t, rt, n)
-						seen, st := api.Stats().Total, rt.Stats().Keys["api.test"]
-						t.Logf("took %v, %d refused, %d pauses", took, seen.Throttled, st.Pauses)
-						assert.EqualValues(t, n, seen.Accepted)
-						assert.Greater(t, seen.Throttled, int64(n/100), "the gateway refused")
-						assert.LessOrEqual(t, st.Pauses, int64(2), "the key paused for the quota's refusals only")
-					})
-					return took
-				}
-				took, peer := run(false), run(true)
-				t.Logf("throttle %v, the peer told the quota %v", took, peer)
-				// The bucket's first burst still costs the key about a second
-				// the peer does not spend, noise or not (4% of this job).
-				assert.LessOrEqual(t, took.Seconds(), 1.06*peer.Seconds(), "as fast as the peer told the quota, within 6%")
+				randomRefusalsBehindHeaders(t, limit, ietf, r, burst)
 			})
 		}
+	}
+}
+
+// randomRefusalsBehindHeaders runs TestRandomRefusalsBehindQuotaHeaders
+// DoNotPauseTheKey's job against limit told by headers (IETF fields or
+// X-RateLimit-*), through throttle given opts, and beside the peer told
+// the quota as r a second with burst.
+func randomRefusalsBehindHeaders(t *testing.T, limit throttletest.Limit, ietf bool, r float64, burst int, opts ...throttle.Option) {
+	const n = 2000
+	run := func(peer bool) (took time.Duration) {
+		synctest.Test(t, func(t *testing.T) {
+			api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{limit},
+				XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true, Refused: 0.03}, 1))
+			if peer {
+				took = job(t, &modelPeer{base: api, lim: rate.NewLimiter(rate.Limit(r), burst)}, n)
+				return
+			}
+			rt := throttle.New(api, opts...)
+			defer rt.Close()
+			took = job(t, rt, n)
+			seen, st := api.Stats().Total, rt.Stats().Keys["api.test"]
+			t.Logf("took %v, %d refused, %d pauses", took, seen.Throttled, st.Pauses)
+			assert.EqualValues(t, n, seen.Accepted)
+			assert.Greater(t, seen.Throttled, int64(n/100), "the gateway refused")
+			assert.LessOrEqual(t, st.Pauses, int64(2), "the key paused for the quota's refusals only")
+		})
+		return took
+	}
+	took, peer := run(false), run(true)
+	t.Logf("throttle %v, the peer told the quota %v", took, peer)
+	// The bucket's first burst still costs the key about a second
+	// the peer does not spend, noise or not (4% of this job).
+	assert.LessOrEqual(t, took.Seconds(), 1.06*peer.Seconds(), "as fast as the peer told the quota, within 6%")
+}
+
+// The same with a Policy at the quota: the refusals the headers do not
+// explain cut the configured pace no more than they pause the key
+// (regression: trials of cuts, which such refusals took for the pace's,
+// left a configured key 1.25-1.28x the ideal on average in the model,
+// 8 seeds of 4,000 requests, 2.1x at worst, beside the peer's 1.05-1.08x).
+func TestRandomRefusalsBehindQuotaHeadersDoNotCutAConfiguredPace(t *testing.T) {
+	for _, limit := range []throttletest.Limit{
+		{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second},
+		{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second},
+		{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5},
+	} {
+		r, burst := limit.Rate, limit.Burst
+		if r == 0 {
+			r, burst = float64(limit.N)/limit.Per.Seconds(), 1
+		}
+		t.Run(fmt.Sprint(limit.Algorithm), func(t *testing.T) {
+			randomRefusalsBehindHeaders(t, limit, false, r, burst, throttle.WithPolicy(throttle.Policy{Rate: rate.Limit(r), Burst: burst}))
+		})
+	}
+}
+
+// Headers that describe another quota (a window of a million an hour),
+// while a limit they do not describe refuses (a bucket of 80 a second,
+// 5 deep, whose 429s carry no headers): the refusals come to dominate the
+// key's answers, and the key learns its pace from them, as from refusals
+// whose headers say enough remains (regression: each paused the key a
+// second, and no pace was learned: 16x the ideal, 1,900-6,100 429s in
+// 4,000 requests). A Policy over the undescribed limit is proven lower
+// by what the server took.
+func TestALimitTheHeadersDoNotDescribeIsLearned(t *testing.T) {
+	for _, configured := range []bool{false, true} {
+		t.Run(fmt.Sprint("configured=", configured), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				limit := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{
+					{Algorithm: throttletest.TokenBucket, Rate: 80, Burst: 5}}}, 1))
+				described := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
+					{Algorithm: throttletest.FixedWindow, N: 1000000, Per: time.Hour}}, XRateLimit: true, HeadersOnSuccess: true})
+				var opts []throttle.Option
+				if configured {
+					opts = append(opts, throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 5}))
+				}
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					resp, err := limit.RoundTrip(r)
+					if err != nil || resp.StatusCode == http.StatusTooManyRequests {
+						return resp, err
+					}
+					resp.Body.Close()
+					return described.RoundTrip(r)
+				}), opts...)
+				defer rt.Close()
+				const n = 2000
+				took := job(t, rt, n)
+				ideal := float64(n-5) / 80
+				refused := limit.Stats().Total.Throttled
+				t.Logf("took %v (%.3fx the ideal), %d refused", took, took.Seconds()/ideal, refused)
+				assert.LessOrEqual(t, took.Seconds(), 1.15*ideal, "within 1.15x the ideal")
+				assert.LessOrEqual(t, refused, int64(n/50), "2% of the requests refused at most")
+			})
+		})
 	}
 }
 
