@@ -93,7 +93,10 @@ func TestConfiguredModel(t *testing.T) {
 // f8f1261 they all began with a window, whose first refusal asks for the
 // whole second and whose first pause, held to its end, shows a window,
 // and the model met none of the paths by which a job meets a real
-// server's window mid-way.
+// server's window mid-way. The xrl- rows are the bucket, the window and
+// the log behind 3% random 429s, told by X-RateLimit-* on every answer
+// the server gives (the gateway's 429s carry none): no Policy, but a
+// count to pace by.
 func TestLearnedModel(t *testing.T) {
 	seeds, _ := strconv.Atoi(os.Getenv("THROTTLE_LEARNED_MODEL"))
 	if seeds <= 0 {
@@ -108,12 +111,15 @@ func TestLearnedModel(t *testing.T) {
 		ideal   float64 // seconds, for 4,000 records
 		clients int
 		fast    bool // answered at once, as on loopback (bench/cmd/e2e), not 1-3 ms after arrival
+		headers bool // the server tells its count by X-RateLimit-* on every answer it gives (the random 429s carry none)
 	}{
-		{"bucket-n1", b100, 0.01, 39.95, 1, false}, {"bucket-n3", b100, 0.03, 39.95, 1, false}, {"bucket-n5", b100, 0.05, 39.95, 1, false},
-		{"window-n3", quotaWindow, 0.03, 40, 1, false}, {"log-n3", quotaLog, 0.03, 20, 1, false},
-		{"bucket200", quotaBucket, 0, 19.9, 1, false}, {"window", quotaWindow, 0, 40, 1, false}, {"log", quotaLog, 0, 20, 1, false},
-		{"two", quotaBucket, 0, 19.9, 2, false}, {"two-n1", b100, 0.01, 39.95, 2, false},
-		{"fast-n3", b100, 0.03, 39.95, 1, true},
+		{"bucket-n1", b100, 0.01, 39.95, 1, false, false}, {"bucket-n3", b100, 0.03, 39.95, 1, false, false}, {"bucket-n5", b100, 0.05, 39.95, 1, false, false},
+		{"window-n3", quotaWindow, 0.03, 40, 1, false, false}, {"log-n3", quotaLog, 0.03, 20, 1, false, false},
+		{"bucket200", quotaBucket, 0, 19.9, 1, false, false}, {"window", quotaWindow, 0, 40, 1, false, false}, {"log", quotaLog, 0, 20, 1, false, false},
+		{"two", quotaBucket, 0, 19.9, 2, false, false}, {"two-n1", b100, 0.01, 39.95, 2, false, false},
+		{"fast-n3", b100, 0.03, 39.95, 1, true, false},
+		{"xrl-bucket-n3", b100, 0.03, 39.95, 1, false, true}, {"xrl-window-n3", quotaWindow, 0.03, 40, 1, false, true},
+		{"xrl-log-n3", quotaLog, 0.03, 20, 1, false, true},
 	} {
 		if only != "" && !anyWordIn(only, s.name) {
 			continue
@@ -132,6 +138,7 @@ func TestLearnedModel(t *testing.T) {
 					if s.fast {
 						cfg.Latency, cfg.LatencyJitter = 0, 0
 					}
+					cfg.XRateLimit, cfg.HeadersOnSuccess = s.headers, s.headers
 					api := throttletest.NewAPI(cfg)
 					base := modelNoise(api, s.share, seed)
 					var wg sync.WaitGroup
@@ -277,6 +284,22 @@ func configuredScenarios() []configuredScenario {
 			return job(t, rt, 2000).Seconds() / 19.95, throttled(api)
 		}
 	}
+	// told: a bucket of 100/s, burst 5, or a window of 100 a second (the
+	// Policy at it, one at a time), that tells its count by X-RateLimit-*
+	// on every answer it gives, behind a gateway that refuses the share
+	// of the requests at random without them, 2,000 records.
+	told := func(l throttletest.Limit, share float64) func(*testing.T, int64, mkFunc) (float64, float64) {
+		return func(t *testing.T, seed int64, mk mkFunc) (float64, float64) {
+			api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{l}, XRateLimit: true, HeadersOnSuccess: true}, seed))
+			r, burst, ideal := l.Rate, l.Burst, float64(2000-l.Burst)/l.Rate
+			if r == 0 {
+				r, burst, ideal = float64(l.N)/l.Per.Seconds(), 1, 2000/(float64(l.N)/l.Per.Seconds())
+			}
+			rt := mk(modelNoise(api, share, seed), r, burst)
+			defer rt.Close()
+			return job(t, rt, 2000).Seconds() / ideal, throttled(api)
+		}
+	}
 	// drop: the quota drops from 100 to 90 after a minute, under a Policy
 	// of 100, amid the share of random refusals.
 	drop := func(share float64) func(*testing.T, int64, mkFunc) (float64, float64) {
@@ -366,6 +389,8 @@ func configuredScenarios() []configuredScenario {
 	}
 	return []configuredScenario{
 		{"noise1", noise(0.01)}, {"noise3", noise(0.03)}, {"noise5", noise(0.05)},
+		{"xrl-noise3", told(throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}, 0.03)},
+		{"xrl-window-noise3", told(quotaWindow, 0.03)},
 		{"drop0", drop(0)}, {"drop1", drop(0.01)}, {"drop3", drop(0.03)},
 		{"over1.07", over(100.0/93, 93, 0)}, {"over1.07n3", over(100.0/93, 93, 0.03)},
 		{"over1.25", over(1.25, 100, 0)}, {"over1.25n1", over(1.25, 100, 0.01)},

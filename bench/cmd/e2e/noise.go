@@ -118,6 +118,16 @@ func noisyScenarios() []scenario {
 			targets: []target{everyRecord(), wallOverIdeal(1.15), wallVsPeer()},
 		},
 		{
+			// The same gateway in front of a server that tells its
+			// quota by X-RateLimit-* on every answer it gives: the
+			// gateway's 429s carry none, and the count the headers
+			// told held room for them.
+			name: "noisy-heavy-429-xrl", set: noisySet, quota: bucket, rows: pair,
+			headers: xRateLimit,
+			noise:   noise{refused: 0.03},
+			targets: []target{everyRecord(), wallOverIdeal(1.15), wallVsPeer()},
+		},
+		{
 			// A gateway that refuses everything for a moment, now and
 			// then (a rate limiter's hiccup): each run of refusals is
 			// news about nothing, and the pace must not sink under
