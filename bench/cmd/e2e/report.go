@@ -11,13 +11,14 @@ import (
 // Markdown table. A table says the scenario's noise, if any. A noisy
 // scenario's table has two more columns: the random 503s and the requests
 // that reached the server during the outage. An untold scenario's says the
-// quota headers, and the 429s' share of the requests.
+// quota headers, as any other's that has them, and the 429s' share of the
+// requests.
 func printTable(w io.Writer, sc scenario, rs []result, n int) {
 	if len(rs) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "### %s: %s, Retry-After as %s", sc.name, sc.quotaString(), sc.retryAfter())
-	if sc.set == untoldSet {
+	if sc.set == untoldSet || sc.headers != noHeaders {
 		fmt.Fprintf(w, "; quota headers: %s", sc.headers)
 	}
 	if sc.noise != (noise{}) {
