@@ -376,9 +376,9 @@ func (e *evidence) refusedMuch(admitted uint64, sending int32) bool {
 // per episode, it cuts the pace and the windows near their limit, or learns
 // a pace, as the rules above say. beyond says the refusal came with quota
 // headers that said enough remained for tk: a limit they do not describe
-// refused it. unexpl says it came without them while the key's count, told
-// by them, held room for tk (see unexplained, pause.go): a gateway's, most
-// often, that refuses a share at random.
+// refused it. unexpl says it came without them where the quota they describe
+// does not explain it (see unexplained, pause.go): a gateway's, most often,
+// that refuses a share at random.
 func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyond, unexpl bool) {
 	a, ev := &ks.troubled().adapt, &ks.ev
 	a.dense = false
@@ -420,6 +420,9 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 		p = ks.lim.Limit()
 	}
 	if ks.learned() {
+		if unexpl && !ks.health.refusedMost() {
+			return // not the quota's (see unexplained): it delays only its own retry
+		}
 		ks.relearn(now, at, p, wait) // learn.go
 		return
 	}

@@ -96,7 +96,9 @@ func TestConfiguredModel(t *testing.T) {
 // server's window mid-way. The xrl- rows are the bucket, the window and
 // the log behind 3% random 429s, told by X-RateLimit-* on every answer
 // the server gives (the gateway's 429s carry none): no Policy, but a
-// count to pace by.
+// count to pace by. The onref- rows, the bucket and the window behind
+// them, send X-RateLimit-* on the server's own 429s only: a pace learned
+// from refusals, where the gateway's carry none.
 func TestLearnedModel(t *testing.T) {
 	seeds, _ := strconv.Atoi(os.Getenv("THROTTLE_LEARNED_MODEL"))
 	if seeds <= 0 {
@@ -111,15 +113,16 @@ func TestLearnedModel(t *testing.T) {
 		ideal   float64 // seconds, for 4,000 records
 		clients int
 		fast    bool // answered at once, as on loopback (bench/cmd/e2e), not 1-3 ms after arrival
-		headers bool // the server tells its count by X-RateLimit-* on every answer it gives (the random 429s carry none)
+		headers int  // 1: the server tells its count by X-RateLimit-* on every answer it gives, 2: on its 429s only (the random 429s carry none)
 	}{
-		{"bucket-n1", b100, 0.01, 39.95, 1, false, false}, {"bucket-n3", b100, 0.03, 39.95, 1, false, false}, {"bucket-n5", b100, 0.05, 39.95, 1, false, false},
-		{"window-n3", quotaWindow, 0.03, 40, 1, false, false}, {"log-n3", quotaLog, 0.03, 20, 1, false, false},
-		{"bucket200", quotaBucket, 0, 19.9, 1, false, false}, {"window", quotaWindow, 0, 40, 1, false, false}, {"log", quotaLog, 0, 20, 1, false, false},
-		{"two", quotaBucket, 0, 19.9, 2, false, false}, {"two-n1", b100, 0.01, 39.95, 2, false, false},
-		{"fast-n3", b100, 0.03, 39.95, 1, true, false},
-		{"xrl-bucket-n3", b100, 0.03, 39.95, 1, false, true}, {"xrl-window-n3", quotaWindow, 0.03, 40, 1, false, true},
-		{"xrl-log-n3", quotaLog, 0.03, 20, 1, false, true},
+		{"bucket-n1", b100, 0.01, 39.95, 1, false, 0}, {"bucket-n3", b100, 0.03, 39.95, 1, false, 0}, {"bucket-n5", b100, 0.05, 39.95, 1, false, 0},
+		{"window-n3", quotaWindow, 0.03, 40, 1, false, 0}, {"log-n3", quotaLog, 0.03, 20, 1, false, 0},
+		{"bucket200", quotaBucket, 0, 19.9, 1, false, 0}, {"window", quotaWindow, 0, 40, 1, false, 0}, {"log", quotaLog, 0, 20, 1, false, 0},
+		{"two", quotaBucket, 0, 19.9, 2, false, 0}, {"two-n1", b100, 0.01, 39.95, 2, false, 0},
+		{"fast-n3", b100, 0.03, 39.95, 1, true, 0},
+		{"xrl-bucket-n3", b100, 0.03, 39.95, 1, false, 1}, {"xrl-window-n3", quotaWindow, 0.03, 40, 1, false, 1},
+		{"xrl-log-n3", quotaLog, 0.03, 20, 1, false, 1},
+		{"onref-bucket-n3", b100, 0.03, 39.95, 1, false, 2}, {"onref-window-n3", quotaWindow, 0.03, 40, 1, false, 2},
 	} {
 		if only != "" && !anyWordIn(only, s.name) {
 			continue
@@ -138,7 +141,7 @@ func TestLearnedModel(t *testing.T) {
 					if s.fast {
 						cfg.Latency, cfg.LatencyJitter = 0, 0
 					}
-					cfg.XRateLimit, cfg.HeadersOnSuccess = s.headers, s.headers
+					cfg.XRateLimit, cfg.HeadersOnSuccess = s.headers > 0, s.headers == 1
 					api := throttletest.NewAPI(cfg)
 					base := modelNoise(api, s.share, seed)
 					var wg sync.WaitGroup

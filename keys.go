@@ -74,6 +74,9 @@ type rare struct {
 	told  told    // the server's count, from its quota headers (told.go), if told.on
 	more  []told  // the counts of the further IETF policies its answers list (toldpolicies.go)
 	learn learner // a pace learned from 429s alone (learn.go)
+	// refusalsTold: the server's refusals of this key carried its quota
+	// headers: one without them came from elsewhere (see unexplained)
+	refusalsTold bool
 }
 
 // mirror returns the key's mirror of the server's count, or nil; of its

@@ -264,6 +264,9 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 		// 100 a second took 1.1-1.3x its ideal with 1-5% refused).
 		taught = max(pause, unstatedWait)
 	}
+	if h.hasQ {
+		ks.rarely().refusalsTold = true
+	}
 	unexpl := ks.unexplained(h, &tk, at)
 	ks.slow(tk, now, at, taught, h.hasQ && h.quota.HasRemaining && h.quota.Remaining >= h.units(&tk), unexpl)
 	l := ks.learning()
@@ -351,20 +354,31 @@ func (ks *keyState) collision(h hint, unexpl bool) bool {
 }
 
 // unexplained reports whether a quota refusal of tk, at at, is one that the
-// key's count of the server's, told by quota headers, does not explain: it
-// came without quota headers, while each count held room for the request
-// beyond the requests still on their way. The server that told the count
-// did not refuse it for that quota: a gateway in front of it did, or a
-// limit it does not describe, or another tenant's burst. Taken for the
-// quota's, each such refusal paused the key (regression, found in session
-// 43: behind 3% random 429s, as a gateway sends them, without the headers
-// the server put on every other answer, a window of 100 a second told by
+// quota the server describes does not explain: it came without quota
+// headers, where the server's refusals of the key carried them before, or
+// while each count the headers told held room for the request beyond the
+// requests still on their way. The server that counts did not refuse it
+// for that quota: a gateway in front of it did, or a limit it does not
+// describe, or another tenant's burst. Taken for the quota's, each such
+// refusal paused a key told by headers (regression, found in session 43:
+// behind 3% random 429s, as a gateway sends them, without the headers the
+// server put on every other answer, a window of 100 a second told by
 // X-RateLimit-* paused a second at every one and took 4.1x the ideal, a
 // log of 200 a second 7.2x, where go-retryablehttp + x/time/rate told the
-// quota took 1.06x and 1.08x). A pace learned from refusals judges every
-// refusal by its own rules (learn.go): none is unexplained to it.
+// quota took 1.06x and 1.08x), and cut a pace learned from refusals whose
+// headers the server sends on its 429s only (a bucket of 100 a second
+// behind them took 1.95x the ideal, a window 1.49x; the peer 1.05x). A
+// pace learned from refusals, with no refusal carrying headers yet, judges
+// every refusal by its own rules (learn.go): the count it mirrors, if any,
+// is not what paces it.
 func (ks *keyState) unexplained(h hint, tk *ticket, at time.Duration) bool {
-	if h.hasQ || ks.mirror() == nil || ks.learned() {
+	if h.hasQ {
+		return false
+	}
+	if tr := ks.tr; tr != nil && tr.x != nil && tr.x.refusalsTold {
+		return true
+	}
+	if ks.mirror() == nil || ks.learned() {
 		return false
 	}
 	n := float64(h.units(tk))
