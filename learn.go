@@ -15,7 +15,11 @@ import (
 // window, a log of recent requests — is seen only through its refusals, and
 // the rules are the same for all three. A refusal is news only when it
 // answers an attempt sent at the pace in force: the refusals of attempts
-// sent before the last cut neither cut the pace again nor count below.
+// sent before the last cut neither cut the pace again nor count below. Nor
+// is a refusal without quota headers, once the server's refusals of the key
+// carried them (a server that sends them on its 429s only): a gateway's, most
+// often, it delays only its own retry, unless refusals dominate the key's
+// recent answers (see unexplained, pause.go).
 //
 //  1. First guess. The key's first refusal pauses it and gives it a pace:
 //     the answers the server accepted before, over the time from the first
