@@ -66,7 +66,7 @@ func TestPolicyScale(t *testing.T) {
 
 func TestPick(t *testing.T) {
 	for filter, want := range map[string]int{
-		"":             67,
+		"":             68,
 		"bucket,date":  4,
 		"seconds,date": 6, // the quiet six
 		"noisy":        10,
@@ -74,8 +74,8 @@ func TestPick(t *testing.T) {
 		"bucket":       2,
 		"fixed":        4,
 		"sliding":      2,
-		"untold":       51,
-		"untold-real":  24,
+		"untold":       52,
+		"untold-real":  25,
 		"untold-log":   3,
 		"distant":      9,
 		"halving":      3,
@@ -247,8 +247,8 @@ func TestUntoldScenarios(t *testing.T) {
 			t.Errorf("%s: no target", sc.name)
 		}
 	}
-	if forms[xRateLimit] != 17 || forms[ietfHeaders] != 15 || forms[noHeaders] != 17 || forms[xRateLimitRefusals] != 2 {
-		t.Errorf("header forms %v, want 17, 15, 17 and 2", forms)
+	if forms[xRateLimit] != 17 || forms[ietfHeaders] != 15 || forms[noHeaders] != 17 || forms[xRateLimitRefusals] != 3 {
+		t.Errorf("header forms %v, want 17, 15, 17 and 3", forms)
 	}
 	for _, sc := range pickScenarios("untold-real") {
 		cfg := sc.config(4000, 0)

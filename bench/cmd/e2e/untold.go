@@ -135,8 +135,9 @@ func untoldScenarios() []scenario {
 // nothing, behind a gateway that refuses 1% of requests at random (429,
 // Retry-After: 1, counted by no quota), and 3%; and 3% in front of a fixed
 // window told by X-RateLimit-*, a log told by IETF fields and the small
-// bucket told by X-RateLimit-* on every answer (the gateway's 429s carry
-// none: the server that counts never saw them). Their names
+// bucket told by X-RateLimit-* on every answer, or on the server's own 429s
+// only (the gateway's 429s carry none: the server that counts never saw
+// them). Their names
 // start with "untold-real", and they run first, so that -scenario
 // untold-real picks them and the steady rows keep their order.
 func realScenarios(bucket, fixed, sliding quota) []scenario {
@@ -175,6 +176,7 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 		{name: "untold-real-random429-heavy-window-xrl", quota: fixed, headers: xRateLimit, noise: heavily},
 		{name: "untold-real-random429-heavy-log-ietf", quota: sliding, headers: ietfHeaders, noise: heavily},
 		{name: "untold-real-random429-heavy-tokens-xrl", quota: small, headers: xRateLimit, noise: heavily},
+		{name: "untold-real-random429-heavy-tokens-onrefusals", quota: small, headers: xRateLimitRefusals, noise: heavily},
 	}
 	for i := range all {
 		sc := &all[i]
