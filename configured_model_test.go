@@ -151,10 +151,7 @@ func TestLearnedModel(t *testing.T) {
 						wg.Go(func() {
 							var rt modelClient = throttle.New(base)
 							if peer {
-								r, burst := s.l.Rate, s.l.Burst
-								if r == 0 { // a window or a log: its N a Per, one at a time
-									r, burst = float64(s.l.N)/s.l.Per.Seconds(), 1
-								}
+								r, burst := peerRate(s.l)
 								rt = &modelPeer{base: base, lim: rate.NewLimiter(rate.Limit(r/float64(s.clients)), max(1, burst/s.clients))}
 							}
 							defer rt.Close()
@@ -294,10 +291,8 @@ func configuredScenarios() []configuredScenario {
 	told := func(l throttletest.Limit, share float64) func(*testing.T, int64, mkFunc) (float64, float64) {
 		return func(t *testing.T, seed int64, mk mkFunc) (float64, float64) {
 			api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{l}, XRateLimit: true, HeadersOnSuccess: true}, seed))
-			r, burst, ideal := l.Rate, l.Burst, float64(2000-l.Burst)/l.Rate
-			if r == 0 {
-				r, burst, ideal = float64(l.N)/l.Per.Seconds(), 1, 2000/(float64(l.N)/l.Per.Seconds())
-			}
+			r, burst := peerRate(l)
+			ideal := float64(2000-l.Burst) / r
 			rt := mk(modelNoise(api, share, seed), r, burst)
 			defer rt.Close()
 			return job(t, rt, 2000).Seconds() / ideal, throttled(api)

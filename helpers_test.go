@@ -139,6 +139,16 @@ var (
 	quotaLog    = throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second}
 )
 
+// peerRate is the pace the model of go-retryablehttp + x/time/rate is told
+// for the quota l: a bucket's rate and depth, or a window's or a log's N a
+// Per, one at a time.
+func peerRate(l throttletest.Limit) (float64, int) {
+	if l.Rate == 0 {
+		return float64(l.N) / l.Per.Seconds(), 1
+	}
+	return l.Rate, l.Burst
+}
+
 // windowJobHolds runs 4,000 records through rt against api, a window of
 // 100 a second (quotaWindow), and checks that the job took 1.1x its ideal
 // at most, with 30 requests refused at most.

@@ -188,34 +188,36 @@ func TestRandom503sBehindQuotaHeadersDrawNoRefusals(t *testing.T) {
 // over 8 seeds; go-retryablehttp + x/time/rate told the quota took
 // 1.05-1.08x). Beside that peer, told the quota, in the same conditions.
 func TestRandomRefusalsBehindQuotaHeadersDoNotPauseTheKey(t *testing.T) {
-	for _, limit := range []throttletest.Limit{
-		{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second},
-		{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second},
-		{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5},
-	} {
-		r, burst := limit.Rate, limit.Burst
-		if r == 0 { // a window or a log: its N a Per, one at a time
-			r, burst = float64(limit.N)/limit.Per.Seconds(), 1
-		}
+	for _, limit := range gatewayQuotas {
 		for _, ietf := range []bool{false, true} {
 			t.Run(fmt.Sprint(limit.Algorithm, "/ietf=", ietf), func(t *testing.T) {
-				randomRefusalsBehindHeaders(t, limit, ietf, r, burst)
+				randomRefusalsBehindHeaders(t, limit, ietf)
 			})
 		}
 	}
 }
 
+// gatewayQuotas are the quotas behind the gateway of the tests above and
+// below: a window of 100 a second, a log of 200 a second, a bucket of 100
+// a second, 5 deep.
+var gatewayQuotas = []throttletest.Limit{
+	{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second},
+	{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second},
+	{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5},
+}
+
 // randomRefusalsBehindHeaders runs TestRandomRefusalsBehindQuotaHeaders
 // DoNotPauseTheKey's job against limit told by headers (IETF fields or
 // X-RateLimit-*), through throttle given opts, and beside the peer told
-// the quota as r a second with burst.
-func randomRefusalsBehindHeaders(t *testing.T, limit throttletest.Limit, ietf bool, r float64, burst int, opts ...throttle.Option) {
+// the quota (see peerRate).
+func randomRefusalsBehindHeaders(t *testing.T, limit throttletest.Limit, ietf bool, opts ...throttle.Option) {
 	const n = 2000
 	run := func(peer bool) (took time.Duration) {
 		synctest.Test(t, func(t *testing.T) {
 			api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{limit},
 				XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true, Refused: 0.03}, 1))
 			if peer {
+				r, burst := peerRate(limit)
 				took = job(t, &modelPeer{base: api, lim: rate.NewLimiter(rate.Limit(r), burst)}, n)
 				return
 			}
@@ -243,17 +245,10 @@ func randomRefusalsBehindHeaders(t *testing.T, limit throttletest.Limit, ietf bo
 // left a configured key 1.25-1.28x the ideal on average in the model,
 // 8 seeds of 4,000 requests, 2.1x at worst, beside the peer's 1.05-1.08x).
 func TestRandomRefusalsBehindQuotaHeadersDoNotCutAConfiguredPace(t *testing.T) {
-	for _, limit := range []throttletest.Limit{
-		{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second},
-		{Algorithm: throttletest.SlidingLog, N: 200, Per: time.Second},
-		{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5},
-	} {
-		r, burst := limit.Rate, limit.Burst
-		if r == 0 {
-			r, burst = float64(limit.N)/limit.Per.Seconds(), 1
-		}
+	for _, limit := range gatewayQuotas {
 		t.Run(fmt.Sprint(limit.Algorithm), func(t *testing.T) {
-			randomRefusalsBehindHeaders(t, limit, false, r, burst, throttle.WithPolicy(throttle.Policy{Rate: rate.Limit(r), Burst: burst}))
+			r, burst := peerRate(limit)
+			randomRefusalsBehindHeaders(t, limit, false, throttle.WithPolicy(throttle.Policy{Rate: rate.Limit(r), Burst: burst}))
 		})
 	}
 }
