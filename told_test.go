@@ -267,28 +267,19 @@ func TestRandomRefusalsBehindQuotaHeadersDoNotCutAConfiguredPace(t *testing.T) {
 // (2.29x before); the model's window row: 1.49 -> 1.11x on average, 1.40x
 // at worst.
 func TestRandomRefusalsBesideHeadersOnRefusalsDoNotSinkALearnedPace(t *testing.T) {
-	for _, limit := range []throttletest.Limit{
-		{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5},
-	} {
-		t.Run(fmt.Sprint(limit.Algorithm), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{limit},
-					XRateLimit: true, Refused: 0.03}, 1))
-				rt := throttle.New(api)
-				defer rt.Close()
-				const n = 2000
-				took := job(t, rt, n)
-				ideal := float64(n-limit.Burst) / limit.Rate
-				if limit.Rate == 0 {
-					ideal = float64(n) / float64(limit.N) * limit.Per.Seconds()
-				}
-				st := rt.Stats().Keys["api.test"]
-				t.Logf("took %v (%.3fx the ideal), %d refused, pace %.1f from %v", took, took.Seconds()/ideal, api.Stats().Total.Throttled, float64(st.Rate), st.PaceFrom)
-				assert.Equal(t, throttle.PaceLearned, st.PaceFrom)
-				assert.LessOrEqual(t, took.Seconds(), 1.2*ideal, "within 1.2x the ideal")
-			})
-		})
-	}
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{
+			{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}}, XRateLimit: true, Refused: 0.03}, 1))
+		rt := throttle.New(api)
+		defer rt.Close()
+		const n = 2000
+		took := job(t, rt, n)
+		ideal := float64(n-5) / 100
+		st := rt.Stats().Keys["api.test"]
+		t.Logf("took %v (%.3fx the ideal), %d refused, pace %.1f from %v", took, took.Seconds()/ideal, api.Stats().Total.Throttled, float64(st.Rate), st.PaceFrom)
+		assert.Equal(t, throttle.PaceLearned, st.PaceFrom)
+		assert.LessOrEqual(t, took.Seconds(), 1.2*ideal, "within 1.2x the ideal")
+	})
 }
 
 // Headers that describe another quota (a window of a million an hour),
@@ -296,9 +287,10 @@ func TestRandomRefusalsBesideHeadersOnRefusalsDoNotSinkALearnedPace(t *testing.T
 // 5 deep, whose 429s carry no headers): the refusals come to dominate the
 // key's answers, and the key learns its pace from them, as from refusals
 // whose headers say enough remains (regression: each paused the key a
-// second, and no pace was learned: 16x the ideal, 1,900-6,100 429s in
-// 4,000 requests). A Policy over the undescribed limit is proven lower
-// by what the server took.
+// second, and no pace was learned: 16.2x the ideal, 951 429s in 2,000
+// requests). A Policy over the undescribed limit is proven lower by what
+// the server took (1.12x; the trials that took these refusals for the
+// pace's cut it sooner, 1.01x, before 1921cc9).
 func TestALimitTheHeadersDoNotDescribeIsLearned(t *testing.T) {
 	for _, configured := range []bool{false, true} {
 		t.Run(fmt.Sprint("configured=", configured), func(t *testing.T) {
