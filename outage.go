@@ -57,8 +57,14 @@ func (h *health) record(now time.Duration, failed, refused bool) bool {
 	h.failed &= 1<<outageAnswers - 1
 	h.refused &= 1<<outageAnswers - 1
 	h.n = min(h.n+1, outageAnswers)
-	f := bits.OnesCount32(h.failed)
-	return f >= outageMin && 2*f > int(h.n)
+	return h.dominate(h.failed)
+}
+
+// dominate reports whether the answers marked in b dominate the recent
+// ones: at least outageMin of them, and more than half.
+func (h *health) dominate(b uint32) bool {
+	k := bits.OnesCount32(b)
+	return k >= outageMin && 2*k > int(h.n)
 }
 
 // recovered forgets the failures: the server answered again.
@@ -73,9 +79,5 @@ func (h *health) refusing() bool {
 }
 
 // refusedMost reports whether quota refusals dominate the recent answers,
-// as failures must to make an outage: at least outageMin of them, and more
-// than half.
-func (h *health) refusedMost() bool {
-	r := bits.OnesCount32(h.refused)
-	return r >= outageMin && 2*r > int(h.n)
-}
+// as failures must to make an outage.
+func (h *health) refusedMost() bool { return h.dominate(h.refused) }
