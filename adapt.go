@@ -484,9 +484,10 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 		// (told.go).
 		ks.startLearning(now, at, wait, run, last) // learn.go
 	case unexpl && !ks.health.refusedMost():
-		// A configured pace whose server tells its count, refused while
-		// the count held room, without the headers: a gateway's refusal,
-		// most often, which no cut would end (session 43: behind 3%
+		// A configured pace refused without quota headers, while the
+		// count they told held room or where the server's 429s carried
+		// them: a gateway's refusal, most often, which no cut would end
+		// (session 43: behind 3%
 		// random 429s, a Policy at the quota of a bucket, a window or a
 		// log told by headers took 1.25-1.28x the ideal, where
 		// go-retryablehttp + x/time/rate took 1.05-1.08x). Rule 1 still

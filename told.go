@@ -127,10 +127,10 @@ import (
 // failures must to make an outage, they pause the key, and are a limit's
 // the headers do not describe: the key learns a pace from them, as above
 // (see collision, pause.go; slow, adapt.go). A configured pace is then
-// proven lower by what the server took (adapt.go's rule 1). So is a refusal
-// without quota headers from a server whose refusals of the key carried
-// them, mirror or not: one that sends them on its 429s only teaches the key
-// its pace from those (learn.go), not from a gateway's.
+// proven lower by what the server took (adapt.go's rule 1). A refusal
+// without quota headers from a server whose refusals of the key carried them
+// is unexplained too, mirror or not: one that sends them on its 429s only
+// teaches the key its pace from those (learn.go), not from a gateway's.
 //
 // The mirror begins with the first reading on an answer the server
 // accepted. A server that sends its headers on refusals only says only
