@@ -203,6 +203,8 @@ type told struct {
 	levelAt    time.Duration // 0: no level read yet
 	sent       uint64        // our admissions since the mirror began
 	leftSent   uint64        // sent, as of levelAt
+	foldAt     time.Duration // an admission after levelAt, whose units sent by then (foldSent) are taken into level a trip later (see fold)
+	foldSent   uint64        //
 	leftAt     time.Duration // when that answer came (from the epoch); 0: no reading yet
 	resetAt    time.Duration // the window's reset; 0: unknown
 	rollAdm    uint64        // admissions before the last reset: the window before
@@ -564,13 +566,47 @@ func (m *told) readLevel(r int, now, sent time.Duration, adm, admitted uint64) {
 }
 
 // bucket is a bucket's tokens at now, less our requests sent since the
-// level was read.
+// level was read, or taken into it (see fold).
 func (m *told) bucket(now time.Duration) float64 {
-	t := m.level
+	return m.refilled(now) - float64(m.sent-m.leftSent)
+}
+
+// refilled is a bucket's level at at, refilled from levelAt, within its
+// depth: our requests sent since are not taken from it yet.
+func (m *told) refilled(at time.Duration) float64 {
 	if m.rate > 0 {
-		t = min(t+m.rate*(now-m.levelAt).Seconds(), float64(m.depth))
+		return min(m.level+m.rate*(at-m.levelAt).Seconds(), float64(m.depth))
 	}
-	return t - float64(m.sent-m.leftSent)
+	return m.level
+}
+
+// fold takes into a bucket's level, at an admission at now, our requests
+// sent a trip or more ago since it was read: they have reached the server,
+// which took them from the bucket as it refilled. Those still on their way
+// are taken from what it will hold, the depth at most (see bucket): a
+// request sent now reaches the server as the bucket refills. Taken so
+// while no reading came for longer than the bucket takes to refill whole,
+// the requests sent at its rate since counted against one bucket's
+// depth, and the key stalled until a second passed and the bucket was
+// taken for spent (see lowerBound). (Regression, found in session 43: a
+// bucket of 100 a second, 5 deep, told by X-RateLimit-* on every answer,
+// behind a gateway that refused every request for 50 ms every 4 s
+// without them: the key, refused four times in a row with no reading,
+// sent nothing for a second after each blip, then measured the bucket's
+// rate over that second, capped at its depth, as 5 a second; 3,000
+// requests took 49.2 s where go-retryablehttp + x/time/rate told the
+// quota took 31.1.)
+func (m *told) fold(now time.Duration) {
+	if m.levelAt == 0 {
+		return
+	}
+	if m.foldAt > m.levelAt && now-m.foldAt >= m.rtt {
+		m.level, m.leftSent = m.refilled(m.foldAt)-float64(m.foldSent-m.leftSent), m.foldSent
+		m.levelAt = m.foldAt
+	}
+	if m.foldAt <= m.levelAt {
+		m.foldAt, m.foldSent = now, m.sent
+	}
 }
 
 // news reports what is new in the mirror since it last reported: its kind
@@ -926,6 +962,9 @@ func (m *told) took(now time.Duration, inflight int64, n int) {
 		m.logPace = max(m.logPace, now-p/8) + time.Duration(n)*(p/time.Duration(m.limit))
 	}
 	m.sent += uint64(n)
+	if m.kind == kindBucket {
+		m.fold(now)
+	}
 	if m.limit <= maxCounted && (m.kind != kindWindow || m.length() <= maxCounting) {
 		m.sends = keep(m.sends, now-m.length()-time.Second)
 		for range min(n, maxCounted+1) { // more can never count

@@ -197,6 +197,48 @@ func TestRandomRefusalsBehindQuotaHeadersDoNotPauseTheKey(t *testing.T) {
 	}
 }
 
+// A bucket told by X-RateLimit-* on every answer, behind a gateway that
+// refuses every request for 50 ms every 4 s without them (a blip: no
+// reading comes while it lasts), goes on at the bucket's rate through each
+// blip, as go-retryablehttp + x/time/rate told the quota does, in the same
+// bubble: within 3% of it. Regression, found in session 43: the key counted
+// its requests sent since the last reading against one bucket's depth
+// however long ago they went, stalled a second after each blip, and
+// measured the bucket's rate across that second as 5 a second: 49.2 s for
+// 3,000 requests, the peer 31.1 s (see fold).
+func TestAGatewaysBlipsDoNotStallABucketToldByHeaders(t *testing.T) {
+	limit := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
+	for seed := range int64(2) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			run := func(peer bool) (took time.Duration) {
+				synctest.Test(t, func(t *testing.T) {
+					cfg := nearby(throttletest.Config{Limits: []throttletest.Limit{limit}, XRateLimit: true, HeadersOnSuccess: true}, seed)
+					for i := range 8 {
+						cfg.Outages = append(cfg.Outages, throttletest.Outage{Start: 2*time.Second + time.Duration(i)*4*time.Second + time.Duration(seed)*37*time.Millisecond,
+							Duration: 50 * time.Millisecond, Status: http.StatusTooManyRequests})
+					}
+					api := throttletest.NewAPI(cfg)
+					if peer {
+						took = jobOf(t, &modelPeer{base: api, lim: rate.NewLimiter(rate.Limit(limit.Rate), limit.Burst)}, 3000, 16, "")
+						return
+					}
+					rt := throttle.New(api)
+					defer rt.Close()
+					took = jobOf(t, rt, 3000, 16, "")
+					st := api.Stats().Total
+					t.Logf("took %v, %d refused", took, st.Throttled)
+					assert.EqualValues(t, 3000, st.Accepted)
+					assert.GreaterOrEqual(t, st.Throttled, int64(30), "the first burst drew 16 at most: the blips refused the rest")
+				})
+				return took
+			}
+			took, peer := run(false), run(true)
+			t.Logf("throttle %v, the peer told the quota %v", took, peer)
+			assert.LessOrEqual(t, took.Seconds(), 1.03*peer.Seconds(), "as fast as the peer told the quota, within 3%")
+		})
+	}
+}
+
 // gatewayQuotas are the quotas behind the gateway of the tests above and
 // below: a window of 100 a second, a log of 200 a second, a bucket of 100
 // a second, 5 deep.
