@@ -66,7 +66,7 @@ func TestPolicyScale(t *testing.T) {
 
 func TestPick(t *testing.T) {
 	for filter, want := range map[string]int{
-		"":             68,
+		"":             69,
 		"bucket,date":  4,
 		"seconds,date": 6, // the quiet six
 		"noisy":        10,
@@ -74,13 +74,13 @@ func TestPick(t *testing.T) {
 		"bucket":       2,
 		"fixed":        4,
 		"sliding":      2,
-		"untold":       52,
-		"untold-real":  25,
+		"untold":       53,
+		"untold-real":  26,
 		"untold-log":   3,
 		"distant":      9,
 		"halving":      3,
 		"2procs":       8,
-		"xrl":          17,
+		"xrl":          18,
 	} {
 		if got := len(pickScenarios(filter)); got != want {
 			t.Errorf("%q: %d scenarios, want %d", filter, got, want)
@@ -247,12 +247,12 @@ func TestUntoldScenarios(t *testing.T) {
 			t.Errorf("%s: no target", sc.name)
 		}
 	}
-	if forms[xRateLimit] != 17 || forms[ietfHeaders] != 15 || forms[noHeaders] != 17 || forms[xRateLimitRefusals] != 3 {
-		t.Errorf("header forms %v, want 17, 15, 17 and 3", forms)
+	if forms[xRateLimit] != 18 || forms[ietfHeaders] != 15 || forms[noHeaders] != 17 || forms[xRateLimitRefusals] != 3 {
+		t.Errorf("header forms %v, want 18, 15, 17 and 3", forms)
 	}
 	for _, sc := range pickScenarios("untold-real") {
 		cfg := sc.config(4000, 0)
-		noisy := cfg.Unavailable > 0 || cfg.Refused > 0 || cfg.RetryAfter == throttletest.RetryAfterNone || cfg.RetryAfter == throttletest.RetryAfterDate || sc.headers == xRateLimitRefusals || sc.procs > 1 || sc.quota.isCounter() || sc.quota.algo == throttletest.LeakyBucket || cfg.Latency > 0 || float64(sc.quota.burst) <= sc.quota.rate/100
+		noisy := cfg.Unavailable > 0 || cfg.Refused > 0 || len(cfg.Outages) > 0 || cfg.RetryAfter == throttletest.RetryAfterNone || cfg.RetryAfter == throttletest.RetryAfterDate || sc.headers == xRateLimitRefusals || sc.procs > 1 || sc.quota.isCounter() || sc.quota.algo == throttletest.LeakyBucket || cfg.Latency > 0 || float64(sc.quota.burst) <= sc.quota.rate/100
 		if !noisy {
 			t.Errorf("%s: nothing of a real API's", sc.name)
 		}

@@ -137,7 +137,9 @@ func untoldScenarios() []scenario {
 // window told by X-RateLimit-*, a log told by IETF fields and the small
 // bucket told by X-RateLimit-* on every answer, or on the server's own 429s
 // only (the gateway's 429s carry none: the server that counts never saw
-// them). Their names
+// them); and the small bucket told by X-RateLimit-* on every answer behind
+// a gateway that refuses every request for 50 ms every 4 s (a blip, as in
+// noisy-429-blips), without them. Their names
 // start with "untold-real", and they run first, so that -scenario
 // untold-real picks them and the steady rows keep their order.
 func realScenarios(bucket, fixed, sliding quota) []scenario {
@@ -150,6 +152,7 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 	onedeep := quota{algo: throttletest.TokenBucket, rate: 100, burst: 1}
 	randomly := noise{arrivalJitter: untoldJitter, refused: 0.01}
 	heavily := noise{arrivalJitter: untoldJitter, refused: 0.03}
+	blips := noise{arrivalJitter: untoldJitter, blip: 50 * time.Millisecond, blipEvery: 4 * time.Second}
 	away := noise{arrivalJitter: untoldJitter, latency: 40 * time.Millisecond, latencyJitter: 20 * time.Millisecond}
 	all := []scenario{
 		{name: "untold-real-tokens-onrefusals", quota: bucket, headers: xRateLimitRefusals, noise: plain},
@@ -177,14 +180,16 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 		{name: "untold-real-random429-heavy-log-ietf", quota: sliding, headers: ietfHeaders, noise: heavily},
 		{name: "untold-real-random429-heavy-tokens-xrl", quota: small, headers: xRateLimit, noise: heavily},
 		{name: "untold-real-random429-heavy-tokens-onrefusals", quota: small, headers: xRateLimitRefusals, noise: heavily},
+		{name: "untold-real-blips-tokens-xrl", quota: small, headers: xRateLimit, noise: blips},
 	}
 	for i := range all {
 		sc := &all[i]
 		sc.set, sc.rows = untoldSet, []int{7, 6}
 		sc.targets = untoldTargets(sc.headers, false, sc.procs)
-		if sc.noise.refused > 0 {
-			// Random 429s count in no quota: the share of 429s is the
-			// noise's; what counts is the time beside the peer.
+		if sc.noise.refused > 0 || sc.noise.blip > 0 {
+			// Random 429s, and a blip's, count in no quota: the share of
+			// 429s is the noise's; what counts is the time beside the
+			// peer.
 			sc.targets = []target{everyRecord(), wallOverIdeal(1.15), wallVsPeer()}
 		}
 	}
