@@ -77,6 +77,9 @@ type rare struct {
 	// refusalsTold: the server's refusals of this key carried its quota
 	// headers: one without them came from elsewhere (see unexplained)
 	refusalsTold bool
+	// peekStep: paused by refusals the headers do not explain, the wait
+	// before the last peek (see peekPast); 0 once the key resumed
+	peekStep time.Duration
 }
 
 // mirror returns the key's mirror of the server's count, or nil; of its
