@@ -594,8 +594,9 @@ func (m *told) refilled(at time.Duration) float64 {
 // without them: the key, refused four times in a row with no reading,
 // sent nothing for a second after each blip, then measured the bucket's
 // rate over that second, capped at its depth, as 5 a second; 3,000
-// requests took 49.2 s where go-retryablehttp + x/time/rate told the
-// quota took 31.1.)
+// requests took 43.5 and 44.6 s in two seeds where go-retryablehttp +
+// x/time/rate told the quota took 31.0 and 31.1: see
+// TestAGatewaysBlipsDoNotStallABucketToldByHeaders.)
 func (m *told) fold(now time.Duration) {
 	if m.levelAt == 0 {
 		return
