@@ -139,7 +139,8 @@ func untoldScenarios() []scenario {
 // only (the gateway's 429s carry none: the server that counts never saw
 // them); and the small bucket told by X-RateLimit-* on every answer behind
 // a gateway that refuses every request for 50 ms every 4 s (a blip, as in
-// noisy-429-blips), without them. Their names
+// noisy-429-blips), without them, and the fixed window told so behind
+// blips of 100 ms, whose refusals dominate. Their names
 // start with "untold-real", and they run first, so that -scenario
 // untold-real picks them and the steady rows keep their order.
 func realScenarios(bucket, fixed, sliding quota) []scenario {
@@ -153,6 +154,7 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 	randomly := noise{arrivalJitter: untoldJitter, refused: 0.01}
 	heavily := noise{arrivalJitter: untoldJitter, refused: 0.03}
 	blips := noise{arrivalJitter: untoldJitter, blip: 50 * time.Millisecond, blipEvery: 4 * time.Second}
+	longBlips := noise{arrivalJitter: untoldJitter, blip: 100 * time.Millisecond, blipEvery: 4 * time.Second}
 	away := noise{arrivalJitter: untoldJitter, latency: 40 * time.Millisecond, latencyJitter: 20 * time.Millisecond}
 	all := []scenario{
 		{name: "untold-real-tokens-onrefusals", quota: bucket, headers: xRateLimitRefusals, noise: plain},
@@ -181,6 +183,7 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 		{name: "untold-real-random429-heavy-tokens-xrl", quota: small, headers: xRateLimit, noise: heavily},
 		{name: "untold-real-random429-heavy-tokens-onrefusals", quota: small, headers: xRateLimitRefusals, noise: heavily},
 		{name: "untold-real-blips-tokens-xrl", quota: small, headers: xRateLimit, noise: blips},
+		{name: "untold-real-longblips-window-xrl", quota: fixed, headers: xRateLimit, noise: longBlips},
 	}
 	for i := range all {
 		sc := &all[i]
