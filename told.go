@@ -204,7 +204,7 @@ type told struct {
 	sent       uint64        // our admissions since the mirror began
 	leftSent   uint64        // sent, as of levelAt
 	foldAt     time.Duration // an admission after levelAt, whose units sent by then (foldSent) are taken into level a trip later (see fold)
-	foldSent   uint64        //
+	foldSent   uint64        // sent, as of foldAt
 	leftAt     time.Duration // when that answer came (from the epoch); 0: no reading yet
 	resetAt    time.Duration // the window's reset; 0: unknown
 	rollAdm    uint64        // admissions before the last reset: the window before
