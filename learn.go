@@ -618,7 +618,7 @@ func (ks *keyState) peek(at, wait time.Duration, whole bool) time.Duration {
 	switch {
 	case whole && wait > peekFirst && (l.peekStep == 0 || at+wait > l.peekEnd+time.Second):
 		// A pause begins, or the server asks for a later end.
-		d := max(wait-time.Second, 0) + peekFirst
+		d := firstPeek(wait)
 		l.peekEnd, l.peekStep, l.peekDue = at+wait, peekFirst, at+d
 		return d
 	case l.peekStep <= 0 || at >= l.peekEnd:
@@ -627,6 +627,13 @@ func (ks *keyState) peek(at, wait time.Duration, whole bool) time.Duration {
 	}
 	l.peekStep, l.peekRefused = 2*l.peekStep, at
 	return min(l.peekStep, l.peekEnd-at)
+}
+
+// firstPeek is how long a pause for wait, stated in whole seconds, lasts
+// before its first peek: what surely remains of it, and peekFirst into its
+// last second (see peek, and peekPast in pause.go).
+func firstPeek(wait time.Duration) time.Duration {
+	return max(wait-time.Second, 0) + peekFirst
 }
 
 // resumeLearned begins a new count when the key resumes after a pause: the

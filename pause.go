@@ -362,7 +362,7 @@ func (ks *keyState) collision(h hint, unexpl bool) bool {
 // not the one the key mirrors. Its wait may be late by up to a second, as
 // a learned key's (learn.go, rule 1): the key pauses for what surely
 // remains and peeks into the last second, 1/8 s in, then, each time the
-// peek (the probe, refused) is refused again, twice as far, up to the
+// peek (the probe) is refused, twice as far from its refusal, up to the
 // wait asked; the refused requests themselves wait their whole
 // Retry-After. A wait over coarseWait is kept whole. (Regression, found in
 // session 44: a bucket of 100 a second told by X-RateLimit-* on every
@@ -378,10 +378,10 @@ func (ks *keyState) peekPast(probe bool, wait time.Duration) time.Duration {
 		return wait
 	}
 	if !probe || x.peekStep == 0 {
-		x.peekStep = max(wait-time.Second, 0) + peekFirst
-	} else {
-		x.peekStep *= 2
+		x.peekStep = peekFirst
+		return firstPeek(wait)
 	}
+	x.peekStep *= 2 // the probe was refused: the next peek twice as far from it
 	return min(x.peekStep, wait)
 }
 
