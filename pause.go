@@ -334,7 +334,8 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 // back: their refusals pause the key. A refusal the headers do not explain
 // (unexpl, see unexplained), to a key paced by them or by a configured
 // pace, is one unless refusals dominate the key's recent answers, as
-// failures must to make an outage (outage.go).
+// failures must to make an outage (outage.go); the pause they then make
+// peeks into the last second of a whole-second wait (see peekPast).
 func (ks *keyState) collision(h hint, unexpl bool) bool {
 	switch {
 	case h.wait > coarseWait:
