@@ -80,6 +80,9 @@ type rare struct {
 	// peekStep: paused by refusals the headers do not explain, the wait
 	// before the last peek (see peekPast); 0 once the key resumed
 	peekStep time.Duration
+	// pausedAt: a key paced by a Policy, without quota headers, last
+	// paused for a refusal then, from the epoch (see quietPeek)
+	pausedAt time.Duration
 }
 
 // mirror returns the key's mirror of the server's count, or nil; of its

@@ -300,6 +300,8 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 		pause = ks.peekPast(tk.probe, pause)
 	} else if ks.mirror() != nil && whole {
 		pause = ks.mirrorOf(h.quota.Policy).logPause(at, pause)
+	} else if ks.lim != nil && whole {
+		pause = ks.quietPeek(tk.probe, at, pause)
 	}
 	ls := ks.pause(h, pause, now)
 	if learned && !ls.until.IsZero() {
@@ -384,6 +386,39 @@ func (ks *keyState) peekPast(probe bool, wait time.Duration) time.Duration {
 	}
 	x.peekStep *= 2 // the probe was refused: the next peek twice as far from it
 	return min(x.peekStep, wait)
+}
+
+// A key paced by a Policy peeks into a whole-second wait (see quietPeek)
+// when it sent this many requests or more and paused for none of this
+// long before.
+const (
+	peekSent  = 64
+	peekQuiet = 2 * time.Second
+)
+
+// quietPeek is how long a key paced by a Policy, without quota headers,
+// pauses at at for a wait stated in whole seconds: as peekPast has it (1/8
+// s in, then twice as far at each refused peek) when the key sent
+// peekSent requests or more and paused for none of the last peekQuiet, or
+// when its peek (the probe) was refused; the whole wait otherwise.
+// Refusals that dominate after a quiet spell are a gateway's that refused
+// everything for a moment, most often (regression, found in session 45: a
+// Policy at the quota of a bucket of 100 a second, behind a gateway that
+// refused every request for 100 ms every 4 s, paused a whole second at
+// each: 3,000 requests took 38.9 s where go-retryablehttp + x/time/rate
+// told the quota took 31.1 s; now 31.9 s). Refusals that pause the key
+// again within peekQuiet, or before it sent much, are the pace's: a Policy
+// ten times its quota drains the server's bucket at each resume, and
+// peeking there drew more 429s (TestPolicyFarAboveTheQuotaIsCutDown: 34
+// where 29 were, peeking at every such pause).
+func (ks *keyState) quietPeek(probe bool, at, wait time.Duration) time.Duration {
+	x := ks.rarely()
+	last := x.pausedAt
+	x.pausedAt = at
+	if probe && x.peekStep != 0 || ks.admitted >= peekSent && (last == 0 || at-last >= peekQuiet) {
+		return ks.peekPast(probe, wait)
+	}
+	return wait
 }
 
 // unexplained reports whether a quota refusal of tk, at at, is one that the

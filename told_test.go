@@ -209,7 +209,7 @@ func TestRandomRefusalsBehindQuotaHeadersDoNotPauseTheKey(t *testing.T) {
 func TestAGatewaysBlipsDoNotStallABucketToldByHeaders(t *testing.T) {
 	for seed := range int64(2) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			blipsBesideThePeer(t, throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}, 50*time.Millisecond, seed, 1.03)
+			blipsBesideThePeer(t, throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}, 50*time.Millisecond, seed, 1.03, true)
 		})
 	}
 }
@@ -229,21 +229,22 @@ func TestAGatewaysLongerBlipsPauseAKeyToldByHeadersBriefly(t *testing.T) {
 	} {
 		for seed := range int64(2) {
 			t.Run(fmt.Sprint(limit.Algorithm, "/seed", seed), func(t *testing.T) {
-				blipsBesideThePeer(t, limit, 100*time.Millisecond, seed, 1.05)
+				blipsBesideThePeer(t, limit, 100*time.Millisecond, seed, 1.05, true)
 			})
 		}
 	}
 }
 
-// blipsBesideThePeer runs 3,000 requests through a Transport told nothing
-// but X-RateLimit-* on every answer of limit, behind a gateway that refuses
-// every request for blip every 4 s (from 2 s in, a seeded shift) without
-// them, and checks that it took within x times what go-retryablehttp +
-// x/time/rate told the quota took against the same, in its own bubble.
-func blipsBesideThePeer(t *testing.T, limit throttletest.Limit, blip time.Duration, seed int64, x float64) {
+// blipsBesideThePeer runs 3,000 requests through a Transport given opts
+// against limit, which tells X-RateLimit-* on every answer if told, behind
+// a gateway that refuses every request for blip every 4 s (from 2 s in, a
+// seeded shift) without them, and checks that it took within x times what
+// go-retryablehttp + x/time/rate told the quota took against the same, in
+// its own bubble.
+func blipsBesideThePeer(t *testing.T, limit throttletest.Limit, blip time.Duration, seed int64, x float64, told bool, opts ...throttle.Option) {
 	run := func(peer bool) (took time.Duration) {
 		synctest.Test(t, func(t *testing.T) {
-			cfg := nearby(throttletest.Config{Limits: []throttletest.Limit{limit}, XRateLimit: true, HeadersOnSuccess: true}, seed)
+			cfg := nearby(throttletest.Config{Limits: []throttletest.Limit{limit}, XRateLimit: told, HeadersOnSuccess: told}, seed)
 			for i := range 8 {
 				cfg.Outages = append(cfg.Outages, throttletest.Outage{Start: 2*time.Second + time.Duration(i)*4*time.Second + time.Duration(seed)*37*time.Millisecond,
 					Duration: blip, Status: http.StatusTooManyRequests})
@@ -254,7 +255,7 @@ func blipsBesideThePeer(t *testing.T, limit throttletest.Limit, blip time.Durati
 				took = jobOf(t, &modelPeer{base: api, lim: rate.NewLimiter(rate.Limit(r), burst)}, 3000, 16, "")
 				return
 			}
-			rt := throttle.New(api)
+			rt := throttle.New(api, opts...)
 			defer rt.Close()
 			took = jobOf(t, rt, 3000, 16, "")
 			st := api.Stats().Total
