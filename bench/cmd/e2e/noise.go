@@ -137,6 +137,14 @@ func noisyScenarios() []scenario {
 			targets: []target{everyRecord(), wallOverIdeal(1.15), wallVsPeer()},
 		},
 		{
+			// Longer blips, 10-16 refused in a row: they dominate the
+			// key's recent answers and pause it, and the pause must
+			// not last the whole second of their Retry-After.
+			name: "noisy-429-longblips", set: noisySet, quota: bucket, rows: pair,
+			noise:   noise{blip: 100 * time.Millisecond, blipEvery: 4 * time.Second},
+			targets: []target{everyRecord(), wallOverIdeal(1.15), wallVsPeer()},
+		},
+		{
 			name: "noisy-outage", set: noisySet, quota: bucket, rows: pair,
 			noise:   noise{latency: time.Millisecond, outage: 5 * time.Second, outageRetryAfter: 2 * time.Second},
 			targets: []target{everyRecord(), inOutagePerWorker(3), wallOverIdealPlus(5*time.Second + 2*time.Second)},
