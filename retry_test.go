@@ -15,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -420,6 +421,38 @@ func TestMaxElapsedCountsTheKeysWait(t *testing.T) {
 			assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "the last answer")
 			assert.Zero(t, time.Since(start), "the window's turn comes after MaxElapsed: no retry")
 			assert.Equal(t, 1, calls)
+		})
+	})
+	t.Run("pause", func(t *testing.T) {
+		// A pause another request began during the retry's backoff,
+		// past MaxElapsed: the retry is not made, and the caller gets
+		// the 503 it had (regression, found in review 45: it got
+		// ErrMaxElapsed, the response lost).
+		synctest.Test(t, func(t *testing.T) {
+			calls := 0
+			rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+				calls++
+				if r.URL.Path == "/a" {
+					return reply(r, http.StatusServiceUnavailable), nil
+				}
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "30"), nil
+			}), throttle.WithRetry(throttle.Retry{MaxElapsed: 10 * time.Second,
+				NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Second) }}))
+			defer rt.Close()
+			go func() {
+				time.Sleep(500 * time.Millisecond) // during /a's backoff: the key pauses 30 s
+				resp, err := rt.RoundTrip(newReq(t, throttle.With(context.Background(), throttle.NoRetry()), http.MethodGet, "http://h.test/b"))
+				if assert.NoError(t, err) {
+					resp.Body.Close()
+				}
+			}()
+			start := time.Now()
+			resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://h.test/a"))
+			require.NoError(t, err, "the 503 obtained is the caller's")
+			resp.Body.Close()
+			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "the last answer")
+			assert.Equal(t, time.Second, time.Since(start), "refused at the end of its backoff, when the pause was known")
+			assert.Equal(t, 2, calls, "no retry of /a")
 		})
 	})
 	t.Run("in-flight", func(t *testing.T) {

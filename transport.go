@@ -243,13 +243,17 @@ func (r *request) do() (*http.Response, error) {
 			closeBody(send)
 			r.count(err)
 			r.refused(attempt, err)
-			if kept != nil && endsRetrying(err) {
+			if now, _ = r.t.now(); kept != nil && (endsRetrying(err) || errors.Is(err, ErrMaxElapsed) && now.Before(last)) {
 				// A retry refused at once, its turn known to come too
 				// late (a pause another request began, past the
-				// deadline or MaxRetryAfter), or the queue full:
-				// retrying ends, and the caller gets the last response
+				// deadline, MaxRetryAfter or MaxElapsed, before
+				// MaxElapsed passed), or the queue full: retrying
+				// ends, and the caller gets the last response
 				// (regression, found in review: it got the refusal,
-				// the response lost).
+				// the response lost; found in review 45 for
+				// MaxElapsed, where a pause began during the retry's
+				// backoff). A retry still waiting when MaxElapsed
+				// passed fails with ErrMaxElapsed (see Retry).
 				return kept, nil
 			}
 			return nil, err
