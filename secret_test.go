@@ -3,6 +3,7 @@ package throttle_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -46,6 +47,17 @@ func TestKeysNeverShowACredential(t *testing.T) {
 			func(r *http.Request) string { return r.URL.String() }, "redacted:"},
 		{"user-info", "http://user:" + secret + "@h.test/", nil,
 			func(r *http.Request) string { return r.URL.User.String() }, "redacted:"},
+		// Basic auth: the header carries user:password in base64, and a
+		// key of the user (Stripe's secret key is sent so, curl -u
+		// sk_live_...:) or the password was shown as it was (found in
+		// review 45).
+		{"basic-auth-user", "http://h.test/", func(r *http.Request) { r.SetBasicAuth(secret, "") },
+			func(r *http.Request) string { u, _, _ := r.BasicAuth(); return u }, "redacted:"},
+		{"basic-auth-password", "http://h.test/", func(r *http.Request) { r.SetBasicAuth("acct", secret) },
+			func(r *http.Request) string { _, p, _ := r.BasicAuth(); return "acct:" + p }, "redacted:"},
+		{"proxy-basic-auth", "http://h.test/", func(r *http.Request) {
+			r.Header.Set("Proxy-Authorization", "basic "+base64.StdEncoding.EncodeToString([]byte("proxy:"+secret)))
+		}, func(r *http.Request) string { return "via " + secret }, "redacted:"},
 		{"key-by-header", "http://h.test/", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+secret) },
 			throttle.KeyByHeader("Authorization"), "h.test authorization:"},
 		// As the URL carries them: a base64 token's '/', '+' and '=',
