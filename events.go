@@ -239,14 +239,21 @@ func (r *request) admitted(attempt int, tk *ticket) {
 		return
 	}
 	// The events function is the user's: should it panic, the attempt,
-	// admitted but never sent, gives back all it holds (see unsend).
+	// admitted but never sent, gives back all it holds (see unsend), its
+	// pacer's tokens and its units too (found in review 45: the next
+	// request waited a whole turn more, and Units counted the attempt).
 	done := false
 	defer func() {
 		if !done {
 			r.t.unsend(r.ks, tk)
-			r.ks.mu.Lock()
-			r.ks.stats.Attempts-- // never sent (found in review: it was counted)
-			r.ks.mu.Unlock()
+			ks := r.ks
+			ks.mu.Lock()
+			ks.stats.Attempts-- // never sent (found in review: it was counted)
+			ks.troubled().stats.refunded += int64(tk.cost)
+			if ks.lim != nil {
+				giveTokens(ks.lim, time.Now(), int(tk.cost))
+			}
+			ks.mu.Unlock()
 		}
 	}()
 	if tk.asked {

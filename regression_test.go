@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -463,6 +464,37 @@ func TestNilResponseNilErrorFromBase(t *testing.T) {
 	assert.Zero(t, rt.Stats().Keys["n.test"].InFlight)
 }
 
+// A base RoundTripper that returns both a response and an error breaks its
+// contract too: the error stands, as net/http's Client has it, and the
+// response's body is closed, which gives back its in-flight slot
+// (regression, found in review 45: both went to the caller, and under
+// MaxInFlight the body the Client drops unclosed held the slot for ever).
+func TestResponseAndErrorFromBase(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var bodies []*closeCounter
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			resp := reply(r, http.StatusOK)
+			b := &closeCounter{Reader: strings.NewReader("x")}
+			bodies = append(bodies, b)
+			resp.Body = b
+			return resp, errors.New("both")
+		}), throttle.WithPolicy(throttle.Policy{MaxInFlight: 1}))
+		defer rt.Close()
+		for range 2 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			resp, err := rt.RoundTrip(newReq(t, ctx, http.MethodGet, "http://b.test/"))
+			cancel()
+			assert.Nil(t, resp)
+			require.ErrorContains(t, err, "both", "the base's error, not a wait for the slot")
+		}
+		require.Len(t, bodies, 2)
+		for _, b := range bodies {
+			assert.Equal(t, 1, b.closed)
+		}
+		assert.Zero(t, rt.Stats().Keys["b.test"].Slots)
+	})
+}
+
 // A WithKey function that panics still has the request's body closed, as
 // RoundTrip always does, and takes nothing of any key.
 func TestPanickingKeyFunctionClosesTheBody(t *testing.T) {
@@ -573,6 +605,33 @@ func TestPanickingWaitedEventLeavesTheKeyInOrder(t *testing.T) {
 			})
 		})
 	}
+}
+
+// The same attempt gives back its pacer's token, and its units: the next
+// request goes at the turn the panicking one had (regression, found in
+// review 45: it waited a whole turn more, and Stats.Units counted the
+// attempt that never went).
+func TestPanickingWaitedEventGivesBackItsToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		var panicky atomic.Bool
+		rt := throttle.New(rec, throttle.WithPolicy(throttle.Policy{Rate: 1, Burst: 2}), // a bucket of 1
+			throttle.WithEvents(func(e throttle.Event) {
+				if e.Kind == throttle.EventWaited && panicky.Load() {
+					panic("user code")
+				}
+			}))
+		defer rt.Close()
+		require.NoError(t, do(t, rt, "http://k.test/")) // at 0: the bucket is spent
+		panicky.Store(true)
+		assert.Panics(t, func() { _ = do(t, rt, "http://k.test/") }) // admitted at 1 s, never sent
+		panicky.Store(false)
+		require.NoError(t, do(t, rt, "http://k.test/"))
+		assert.Equal(t, []time.Duration{0, time.Second}, rec.times(), "the token of the attempt never sent is the next one's")
+		st := rt.Stats().Keys["k.test"]
+		assert.EqualValues(t, 2, st.Attempts)
+		assert.EqualValues(t, 2, st.Units, "units charged: only the attempts sent")
+	})
 }
 
 // timeoutErr is a network timeout, as net.Error gives one.

@@ -483,8 +483,20 @@ func (t *Transport) send(ks *keyState, tk *ticket, req *http.Request) (*http.Res
 	}()
 	resp, err := t.base.RoundTrip(req)
 	sent = true
-	if resp == nil && err == nil {
+	switch {
+	case resp == nil && err == nil:
 		err = errors.New("throttle: the base RoundTripper returned neither a response nor an error")
+	case resp != nil && err != nil:
+		// Both, which the RoundTripper contract forbids: the error
+		// stands, as net/http's Client has it, and the response's body
+		// is closed here, where the Client drops it open (found in
+		// review 45: returned as it was, both went to the caller, and
+		// under MaxInFlight the body the Client never closed held its
+		// slot for ever).
+		if resp.Body != nil {
+			resp.Body.Close()
+		}
+		resp = nil
 	}
 	return resp, err
 }
