@@ -889,8 +889,7 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 		return m.aged(now, need-m.exact(now, inflight)) // what a log would hold binds
 	case m.kind == kindWindow && m.period == 0 && m.exact(now, inflight) < need && m.resetAt > now:
 		return max(m.resetAt, m.aged(now, need-m.exact(now, inflight)))
-	case m.kind == kindBucket && inflight == 0 && float64(m.depth)-float64(m.sent-m.leftSent) < need &&
-		m.levelAt != 0 && now-m.levelAt >= max(time.Second, time.Duration(float64(m.depth)/max(m.rate, 1e-9)*1e9)):
+	case m.kind == kindBucket && inflight == 0 && m.shortOf(need) && m.levelAt != 0 && now-m.levelAt >= m.spentAfter():
 		// The requests sent since the last reading, long enough ago for
 		// the bucket to refill whole, took more than it can hold back:
 		// as counted, it never refills to need, and only a reading would
@@ -903,6 +902,30 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 			return later(now, need/m.rate)
 		}
 		return now
+	case m.kind == kindBucket && ahead == 0 && m.rate > 0 && m.levelAt != 0 && m.shortOf(need):
+		// As counted, the bucket never refills to what the head needs:
+		// it holds its depth at most, less ours sent since its level was
+		// read. No time at its rate changes that; only a reading on the
+		// answer to one of ours on its way (each answer wakes the head),
+		// or, none on its way, the case above, which takes the bucket
+		// for spent. A wake-up at the time its rate would give found the
+		// same answer at every turn (regression, found in review: a
+		// bucket 3 deep, read at 2, 2 of ours sent since, its rate
+		// measured at 6.6e9 a second from a Remaining of 4,102,444,800
+		// read two answers before a Limit of 3; the head needed 1.75, the
+		// mirror held 1, and it woke every nanosecond, 1e9 times in the
+		// second before the case above fired, each retaking the key's
+		// lock; in a synctest bubble, 12 requests never ended). A sane
+		// rate did the same, slower: a leaky bucket 2 deep at 200 a
+		// second woke its head every 2.5 ms, one of ours on its way,
+		// until the answer came. So the rate measured from huge figures
+		// is left as it is: capped, it would only make the steps longer.
+		// Those behind the head are given a lower bound, to be refused
+		// by, which the rate's time still is.
+		if inflight > 0 {
+			return holdsForAnswer
+		}
+		return m.levelAt + min(m.spentAfter(), holdsForAnswer-1-m.levelAt)
 	case m.rate > 0:
 		return later(now, (need-t)/m.rate)
 	case m.kind == kindBucket && inflight > 0:
@@ -943,6 +966,20 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 		return holdsForAnswer
 	}
 	return now // nothing known holds it: its answer will say more
+}
+
+// shortOf reports whether a bucket, as counted, never holds need: its
+// depth, less ours sent since its level was read, is less.
+func (m *told) shortOf(need float64) bool {
+	return float64(m.depth)-float64(m.sent-m.leftSent) < need
+}
+
+// spentAfter is how long after its level was read a bucket that is short
+// of what the head needs (see shortOf), and has no reading on its way, is
+// taken for spent (see lowerBound): long enough to refill whole at its
+// rate, and a second at least. The head short of it waits for just that.
+func (m *told) spentAfter() time.Duration {
+	return max(time.Second, time.Duration(float64(m.depth)/max(m.rate, 1e-9)*1e9))
 }
 
 // later is secs seconds after now, rounded up to the nanosecond, saturated

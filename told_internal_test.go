@@ -28,14 +28,26 @@ func TestMirrorRecountsByTheFigure(t *testing.T) {
 // Regression: the mirror's wait for a bucket saturates. Two attempts of a
 // billion units on their way, at a measured refill of one unit per 20 s,
 // once made a wait past time.Duration's range: negative, and the next
-// request went at once.
+// request went at once. As counted, that bucket never holds a request
+// again until a reading (see
+// TestBucketShortOfTheHeadWakesItOnlyWhenSomethingChanges): the next
+// waits for their answers and, should those carry no reading, for the
+// bucket to be taken for spent, 200 s (its depth at its rate) after its
+// level was read. A wait at its rate alone, a bucket of 10 empty at a
+// unit per 3e11 s, is one of centuries, saturated.
 func TestMirrorWaitSaturates(t *testing.T) {
 	m := told{on: true, kind: kindBucket, rate: 0.05, limit: 10, depth: 10, level: 10, levelAt: time.Second}
 	now := 2 * time.Second
 	m.took(now, 0, maxCost)
 	m.took(now, maxCost, maxCost)
-	got := m.lowerBound(now, 2*maxCost, 2*maxCost, 0, 1)
-	if got == holdsForAnswer || got < now+200*365*24*time.Hour {
+	if got := m.lowerBound(now, 2*maxCost, 2*maxCost, 0, 1); got != holdsForAnswer {
+		t.Errorf("with two billion units on their way, lowerBound = %v, want their answers", got)
+	}
+	if got, want := m.lowerBound(now, 2*maxCost, 0, 0, 1), m.levelAt+200*time.Second; got != want {
+		t.Errorf("answered without a reading, lowerBound = %v, want %v: the bucket taken for spent", got, want)
+	}
+	m = told{on: true, kind: kindBucket, rate: 1.0 / 3e11, limit: 10, depth: 10, levelAt: time.Second}
+	if got := m.lowerBound(now, 0, 0, 0, 1); got == holdsForAnswer || got < now+200*365*24*time.Hour {
 		t.Errorf("lowerBound = %v, want a wait of centuries (saturated), not %v", got, time.Duration(math.MaxInt64))
 	}
 }
@@ -208,5 +220,63 @@ func TestShortWindowResetIsDueAWindowLengthAfterTheLast(t *testing.T) {
 	now = ms(12990)
 	if at := m.lowerBound(now, 501, 0, 0, 1); at != ms(13003) {
 		t.Errorf("at %v the key goes at %v, want the next reset, 13.003s", now, at)
+	}
+}
+
+// Every time the mirror tells the head of a bucket's line to wake at is one
+// at which something changes: the head goes, or the bucket is taken for
+// spent. A bucket that, as counted, can never hold what the head needs
+// (its depth, less ours sent since its level was read) waits for the time
+// it is taken for spent, not for the time its rate would give, which gave
+// the same answer at every turn (regression, found in review: at rates
+// measured from huge Remaining figures, the head woke every nanosecond for
+// a second, 1e9 times; at a sane rate, a bucket whose headers stopped woke
+// its head about every 30 ms for a second). Each short case fails on the
+// old code without spinning: the loop stops at the fourth wake-up (the
+// slow bucket, woken 3 times, not 2, went half a second late). With ours
+// on their way, the head waits for their answers.
+func TestBucketShortOfTheHeadWakesItOnlyWhenSomethingChanges(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		depth       int
+		level, rate float64
+		unread      uint64 // ours sent since the level was read
+		wakes       int    // before the head goes
+		spent       bool   // short of what the head needs: taken for spent first
+	}{
+		{"3 deep, 2.6e9 a second", 3, 2, 2.6e9, 2, 2, true},
+		{"3 deep, 6.6e9 a second", 3, 2, 6.5639116816e9, 2, 2, true},
+		{"1 deep, 9e17 a second", 1, 1, 9e17, 1, 2, true},
+		{"1 deep, 1.4e12 a second", 1, 0.5, 1.4e12, 1, 2, true},
+		{"20 deep, its headers stopped", 20, 3, 100, 20, 2, true},
+		{"10 deep, 0.5 a second", 10, 2, 0.5, 10, 2, true},
+		{"not short: its rate's time", 5, 0, 100, 0, 1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const levelAt, adm = time.Second, 100
+			m := told{on: true, kind: kindBucket, limit: c.depth, depth: c.depth, level: c.level, levelAt: levelAt,
+				rate: c.rate, sent: adm, leftSent: adm - c.unread, left: int(c.level)}
+			if at := m.lowerBound(levelAt, adm, 1, 0, 1); c.spent && at != holdsForAnswer {
+				t.Errorf("with one of ours on its way, wakes at %v, want when its answer comes", at)
+			}
+			now, wakes := levelAt, 0
+			for ; ; wakes++ {
+				at := m.lowerBound(now, adm, 0, 0, 1)
+				if at <= now {
+					break // the head goes
+				}
+				if wakes == 3 {
+					t.Fatalf("woken 3 times, the last at %v, and still held: each wake-up gave the same answer", now-levelAt)
+				}
+				now = at
+			}
+			if wakes != c.wakes {
+				t.Errorf("the head went after %d wake-ups, want %d", wakes, c.wakes)
+			}
+			if spent := m.levelAt > levelAt; spent != c.spent {
+				t.Errorf("taken for spent: %v, want %v", spent, c.spent)
+			}
+			t.Logf("the head went %v after the level was read", now-levelAt)
+		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -1806,4 +1807,60 @@ func TestShopifyCallLimitHoldsTheKeyWhenFull(t *testing.T) {
 		assert.LessOrEqual(t, refused, 2, "0.5% at most")
 		assert.LessOrEqual(t, took.Seconds(), 1.05*ideal.Seconds())
 	})
+}
+
+// Huge figures in quota headers (a Remaining of 4,102,444,800 read two
+// answers before a Limit of 3, 5xx answers around them) do not make a
+// waiting request spin: the mirror measured a bucket refilling 6.6e9 a
+// second, 3 deep, 2 of ours sent since its last reading, and told the
+// head to wake a nanosecond later at every turn, for a second of the
+// bubble's time (regression, found in review: see
+// TestBucketShortOfTheHeadWakesItOnlyWhenSomethingChanges). The guard is
+// real time, as the old code never lets the bubble's clock reach any
+// bound in it: it failed after 10 s; the job now takes milliseconds.
+func TestHugeQuotaFiguresDoNotSpinAWait(t *testing.T) {
+	answers := []struct {
+		status int
+		kv     []string
+	}{
+		{200, []string{"X-RateLimit-Remaining", "3"}},
+		{500, []string{"X-Rate-Limit-Remaining", "9223372036854"}},
+		{502, nil},
+		{200, []string{"X-RateLimit-Remaining", "3"}},
+		{500, nil},
+		{503, nil},
+		{504, nil},
+		{200, []string{"RateLimit-Remaining", "4102444800"}},
+		{503, nil},
+		{503, []string{"X-RateLimit-Limit", "3", "X-RateLimit-Remaining", "2"}},
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		synctest.Test(t, func(t *testing.T) {
+			var n atomic.Int64
+			rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+				if k := int(n.Add(1)) - 1; k < len(answers) {
+					return reply(r, answers[k].status, answers[k].kv...), nil
+				}
+				return reply(r, http.StatusOK), nil
+			}), throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 5}),
+				throttle.WithRetry(throttle.Retry{MaxAttempts: 4, NewBackOff: func() backoff.BackOff {
+					return backoff.NewConstantBackOff(250 * time.Millisecond)
+				}}))
+			defer rt.Close()
+			start := time.Now()
+			for range 12 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				_ = doCtx(t, ctx, rt, "http://h.test/")
+				cancel()
+			}
+			t.Logf("12 requests took %v", time.Since(start))
+		})
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a request's wait spins: 10 s of real time did not see 12 requests through")
+	}
 }
