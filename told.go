@@ -977,9 +977,20 @@ func (m *told) shortOf(need float64) bool {
 // spentAfter is how long after its level was read a bucket that is short
 // of what the head needs (see shortOf), and has no reading on its way, is
 // taken for spent (see lowerBound): long enough to refill whole at its
-// rate, and a second at least. The head short of it waits for just that.
+// rate, and a second at least; a second with no rate measured. The head
+// short of it waits for just that. (A float past the range of Duration
+// converts differently by platform: a bucket 10 deep with no rate, its
+// depth over 1e-9 a second, was taken for spent after a second on amd64
+// and never on arm64; found in review 45.)
 func (m *told) spentAfter() time.Duration {
-	return max(time.Second, time.Duration(float64(m.depth)/max(m.rate, 1e-9)*1e9))
+	if m.rate <= 0 {
+		return time.Second
+	}
+	ns := float64(m.depth) / m.rate * 1e9
+	if ns >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return max(time.Second, time.Duration(ns))
 }
 
 // later is secs seconds after now, rounded up to the nanosecond, saturated
