@@ -127,7 +127,12 @@ func (r *request) storeNews(tk ticket) {
 // share tells the Store what an answer taught the key that the other
 // Transports must know: the pause it began or extended, and the pace it
 // cut, under p, the key's policy when the answer came. The Store's errors
-// are not the request's: the key itself holds whatever it learned.
+// are not the request's: the key itself holds whatever it learned. The
+// call outlives the request's cancellation (the answer is in: what it
+// taught is worth telling), but not its deadline, which bounds RoundTrip,
+// nor Close (found in review 45: a Redis that hung held a throttled
+// answer's RoundTrip the Store's whole timeout, 2 s against a deadline of
+// 300 ms, and Close did not end it).
 func (t *Transport) share(ctx context.Context, ks *keyState, p *Policy, ls lesson, now time.Time) {
 	s := Slowdown{Pace: ls.cut}
 	if ls.until.After(now) {
@@ -136,5 +141,14 @@ func (t *Transport) share(ctx context.Context, ks *keyState, p *Policy, ls lesso
 	if s.Pause <= 0 && s.Pace <= 0 {
 		return
 	}
-	_ = t.cfg.store.Slow(context.WithoutCancel(ctx), ks.key, *p, s)
+	sctx := context.WithoutCancel(ctx)
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithDeadline(sctx, d)
+		defer cancel()
+	}
+	sctx, cancel := context.WithCancel(sctx)
+	defer cancel()
+	defer context.AfterFunc(t.closing, cancel)()
+	_ = t.cfg.store.Slow(sctx, ks.key, *p, s)
 }

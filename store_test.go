@@ -500,6 +500,53 @@ func TestCloseEndsAWaitOnTheStore(t *testing.T) {
 	}
 }
 
+// hangingSlow is a Store whose Slow hangs until its context ends, as a
+// Redis that stopped answering does within the Store's timeout.
+type hangingSlow struct{}
+
+func (hangingSlow) Reserve(context.Context, string, throttle.Policy, int, time.Duration) (throttle.Reservation, error) {
+	return throttle.Reservation{OK: true}, nil
+}
+
+func (hangingSlow) Slow(ctx context.Context, _ string, _ throttle.Policy, _ throttle.Slowdown) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A throttled answer is told to the Store within the request's deadline,
+// and Close ends the telling: RoundTrip returns the answer by then
+// (regression, found in review 45: a Redis that hung held it the Store's
+// whole timeout, 2 s against a deadline of 300 ms, and Close did not end
+// it).
+func TestTellingTheStoreKeepsTheDeadlineAndClose(t *testing.T) {
+	for _, bound := range []string{"deadline", "close"} {
+		t.Run(bound, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					return reply(r, http.StatusTooManyRequests, "Retry-After", "5"), nil
+				}), throttle.WithStore(hangingSlow{}), throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 5}),
+					throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
+				ctx := context.Background()
+				if bound == "deadline" {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
+					defer cancel()
+				} else {
+					time.AfterFunc(time.Second, func() { rt.Close() })
+				}
+				start := time.Now()
+				resp, err := rt.RoundTrip(newReq(t, ctx, http.MethodGet, "http://api.example/x"))
+				require.NoError(t, err)
+				resp.Body.Close()
+				assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+				want := map[string]time.Duration{"deadline": 300 * time.Millisecond, "close": time.Second}[bound]
+				assert.Equal(t, want, time.Since(start), "the answer, at the %s", bound)
+				rt.Close()
+			})
+		})
+	}
+}
+
 // Two Transports sharing a window through a Store, whose requests reach the
 // server 0-30 ms after they go, never have more than N reach it within one
 // Per: each departure counts for Per and the spread of those delays
