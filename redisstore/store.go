@@ -24,9 +24,13 @@ import (
 // (FailOpen, the default) or fails at once (FailClosed); it asks Redis
 // again about once a second, and shares again as soon as Redis answers.
 //
-// A Store is safe for concurrent use. It holds no goroutine and no
-// connection of its own: closing the client is the caller's business, once
-// the Transports using the Store are closed.
+// A Store is safe for concurrent use. It holds no connection of its own,
+// and no goroutine but a call whose caller stopped waiting (its context
+// ended, or its Transport was closed): go-redis bounds a call by its
+// deadline alone, so the call runs on until Redis answers or the Store's
+// timeout passes (see WithTimeout), and then ends. Closing the client is
+// the caller's business, once the Transports using the Store are closed
+// (a call still running then ends with the client's error).
 type Store struct {
 	client redis.UniversalClient
 	cfg    config
