@@ -124,7 +124,9 @@
 // timeout, and what it books counts), and says nothing about Redis. Under
 // FailOpen, a Reserve whose caller can wait less than the timeout asks
 // Redis for three quarters of that at most, then books alone, so that the
-// request still goes; that says nothing about Redis either.
+// request still goes; that does not take Redis for away, but the Reserves
+// as short then ask it again only with one call about each second, one at
+// a time, until one of them gets an answer.
 //
 // go-redis honours a call's context deadline on its socket only for a
 // client made with Options.ContextTimeoutEnabled; without it, a Redis that

@@ -22,24 +22,37 @@ import (
 const retryEvery = time.Second
 
 // health is whether Redis answers, and when to ask it again if not.
+//
+// Redis is taken for away (down) when a call bounded by the Store's timeout
+// gets no answer. A call cut short for its caller (see Store.bound) that
+// gets none says too little for that, but it is slow: calls as short ask
+// it again only about each retryEvery, one at a time, until a trial gets
+// an answer (regression, found in review 45: with 100 ms deadlines and the
+// 200 ms timeout, a hanging Redis was asked by 10 requests of 10, each
+// losing 75 ms of its 100).
 type health struct {
 	mu      sync.Mutex
 	down    error     // why Redis did not answer the last call; nil: it did
-	next    time.Time // while down: when it may be asked again
-	trying  bool      // while down: a call is asking it
-	outages uint64    // times Redis went from answering to not
+	slow    error     // why the last call cut short got no answer; nil: none did since a trial's answer
+	next    time.Time // while down, or slow for a short call: when it may be asked again
+	trying  bool      // while down or slow: a call is asking it (the trial)
+	outages uint64    // times Redis went from answering to not, or to slow
 }
 
-// abandon ends a call that gave up on Redis before its timeout, for its
-// caller's sake: it says nothing of Redis, but ends the trial, if the call
-// was it (down, what ask said, not nil).
-func (h *health) abandon(down error) {
-	if down == nil {
-		return
-	}
+// abandon records a call cut short for its caller, before the timeout,
+// that got no answer from Redis: why says so, down is what ask said. It
+// ends the trial, if the call was it, and keeps calls as short from asking
+// again before now + retryEvery. Redis is not taken for away.
+func (h *health) abandon(down, why error, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.trying = false
+	if down != nil {
+		h.trying = false
+	}
+	if h.down == nil && h.slow == nil {
+		h.outages++ // the bookings alone start afresh (see Store.firstAlone)
+	}
+	h.slow, h.next = why, now.Add(retryEvery)
 }
 
 // outage is the count of times Redis went away: it changes with each
@@ -52,19 +65,25 @@ func (h *health) outage() uint64 {
 
 // ask reports whether a call should ask Redis: always while Redis answers;
 // while it does not, one call each retryEvery, one at a time (the trial).
+// short says the call will be cut short for its caller (see Store.bound):
+// while Redis is slow, such a call is held back as if Redis were away.
 // down is why Redis is out of reach, or nil; a call that asks with down
-// not nil is the trial, and must tell answered so.
-func (h *health) ask(now time.Time) (ask bool, down error) {
+// not nil is the trial, and must tell answered or abandon so.
+func (h *health) ask(now time.Time, short bool) (ask bool, down error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.down == nil {
+	down = h.down
+	if down == nil && short {
+		down = h.slow
+	}
+	if down == nil {
 		return true, nil
 	}
 	if h.trying || now.Before(h.next) {
-		return false, h.down
+		return false, down
 	}
 	h.trying = true
-	return true, h.down
+	return true, down
 }
 
 // answered records how Redis answered a call bounded by timeout, err being
@@ -99,8 +118,10 @@ func (h *health) answered(ctx context.Context, err, down error, timeout time.Dur
 		h.trying = false
 	}
 	switch {
+	case up && down != nil:
+		h.down, h.slow = nil, nil // a trial's answer: every call asks again
 	case up:
-		h.down = nil
+		h.down = nil // slow stays: this call was not held back by it
 	case ctx.Err() == nil:
 		if h.down == nil {
 			h.outages++

@@ -5,6 +5,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"slices"
 	"syscall"
 	"testing"
@@ -154,5 +155,58 @@ func TestShortDeadlinesGoAlone(t *testing.T) {
 	defer cancel()
 	if _, err := closed.Reserve(ctx, "short", p, 1, 100*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("FailClosed: %v, want the caller's deadline", err)
+	}
+}
+
+// okBase is a base RoundTripper that answers every request 200 at once.
+func okBase() rtFunc {
+	return rtFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: r}, nil
+	})
+}
+
+// TestAHangingRedisIsAskedAboutOnceASecond: while Redis hangs, requests
+// whose deadlines are shorter than the Store's timeout ask it about once a
+// second, as requests with longer ones do; the others book alone at once
+// (regression, found in review 45: with 100 ms deadlines and the default
+// 200 ms timeout, 10 of 10 requests each waited 75 ms for a Redis known to
+// hang, since a call cut short for its caller never took Redis for away).
+func TestAHangingRedisIsAskedAboutOnceASecond(t *testing.T) {
+	srv := startServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	tr := throttle.New(okBase(), throttle.WithStore(redisstore.New(c)), // the default timeout, 200 ms
+		throttle.WithPolicy(throttle.Policy{Rate: 1000, Burst: 100}))
+	t.Cleanup(func() { _ = tr.Close() })
+	send := func() (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://api.test/", nil)
+		start := time.Now()
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		return time.Since(start), err
+	}
+	if _, err := send(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.cmd.Process.Signal(syscall.SIGCONT) })
+	slow := 0
+	for range 10 {
+		took, err := send()
+		if err != nil {
+			t.Fatalf("request: %v", err)
+		}
+		if took > 50*time.Millisecond {
+			slow++
+		}
+	}
+	if slow > 2 {
+		t.Errorf("%d of 10 requests waited for a Redis known to hang (>50ms each): it is asked on every request", slow)
 	}
 }

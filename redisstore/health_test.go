@@ -44,7 +44,7 @@ func TestHealth(t *testing.T) {
 		var trial error // the running trial's down
 		for _, s := range steps {
 			time.Sleep(s.after)
-			ask, down := h.ask(time.Now())
+			ask, down := h.ask(time.Now(), false)
 			if ask != s.wantAsk || (down != nil) != s.wantDown {
 				t.Fatalf("%s: ask %v, down %v; want ask %v, down %v", s.name, ask, down, s.wantAsk, s.wantDown)
 			}
@@ -61,11 +61,11 @@ func TestHealth(t *testing.T) {
 		if !errors.Is(err, throttle.ErrStoreUnavailable) || !errors.Is(err, gone) {
 			t.Fatalf("answered a failed trial: %v, want it wrapping ErrStoreUnavailable and the cause", err)
 		}
-		if ask, _ := h.ask(time.Now()); ask {
+		if ask, _ := h.ask(time.Now(), false); ask {
 			t.Fatal("asks again at once after a failed trial")
 		}
 		time.Sleep(retryEvery)
-		ask, down := h.ask(time.Now())
+		ask, down := h.ask(time.Now(), false)
 		if !ask || down == nil {
 			t.Fatalf("a second after a failed trial: ask %v, down %v; want the next trial", ask, down)
 		}
@@ -76,7 +76,7 @@ func TestHealth(t *testing.T) {
 		if err := h.answered(canceled, context.Canceled, down, time.Second); !errors.Is(err, context.Canceled) {
 			t.Fatalf("answered a canceled trial: %v, want context.Canceled", err)
 		}
-		ask, down = h.ask(time.Now())
+		ask, down = h.ask(time.Now(), false)
 		if !ask || down == nil {
 			t.Fatalf("after a canceled trial: ask %v, down %v; want another trial", ask, down)
 		}
@@ -85,9 +85,54 @@ func TestHealth(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 3 {
-			if ask, down := h.ask(time.Now()); !ask || down != nil {
+			if ask, down := h.ask(time.Now(), false); !ask || down != nil {
 				t.Fatalf("after an answered trial: ask %v, down %v; want every call to ask", ask, down)
 			}
+		}
+	})
+}
+
+// TestHealthOfShortCalls: a call cut short for its caller that gets no
+// answer does not take Redis for away, but holds calls as short back: one
+// of them about each second asks Redis again (the trial), one at a time,
+// and an answer to the trial lets them all ask again; calls bounded by the
+// timeout ask all along (regression, found in review 45: with 100 ms
+// deadlines, a hanging Redis was asked by 10 requests of 10).
+func TestHealthOfShortCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var h health
+		ctx := context.Background()
+		late := fmt.Errorf("%w: no answer within 75ms", throttle.ErrStoreUnavailable)
+		if ask, down := h.ask(time.Now(), true); !ask || down != nil {
+			t.Fatalf("up, a short call: ask %v, down %v; want it to ask", ask, down)
+		}
+		h.abandon(nil, late, time.Now())
+		if ask, down := h.ask(time.Now(), true); ask || down != late {
+			t.Fatalf("after a short call without an answer, a short call: ask %v, down %v; want alone, for it", ask, down)
+		}
+		ask, down := h.ask(time.Now(), false)
+		if !ask || down != nil {
+			t.Fatalf("after a short call without an answer, a full call: ask %v, down %v; want it to ask", ask, down)
+		}
+		if err := h.answered(ctx, nil, down, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if ask, _ := h.ask(time.Now(), true); ask {
+			t.Fatal("a full call's answer let short calls ask again at once")
+		}
+		time.Sleep(retryEvery)
+		ask, down = h.ask(time.Now(), true)
+		if !ask || down == nil {
+			t.Fatalf("a second on, a short call: ask %v, down %v; want the trial", ask, down)
+		}
+		if ask, _ := h.ask(time.Now(), true); ask {
+			t.Fatal("during the trial, another short call asks too")
+		}
+		if err := h.answered(ctx, nil, down, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if ask, down := h.ask(time.Now(), true); !ask || down != nil {
+			t.Fatalf("after an answered trial, a short call: ask %v, down %v; want it to ask", ask, down)
 		}
 	})
 }
@@ -150,7 +195,7 @@ func TestHealthOfErrorReplies(t *testing.T) {
 		if !errors.Is(err, throttle.ErrStoreUnavailable) {
 			t.Errorf("%q: %v, want it wrapping ErrStoreUnavailable", tt.reply, err)
 		}
-		if _, down := h.ask(time.Now()); (down != nil) != tt.away {
+		if _, down := h.ask(time.Now(), false); (down != nil) != tt.away {
 			t.Errorf("%q: Redis taken for away: %v, want %v", tt.reply, down != nil, tt.away)
 		}
 	}

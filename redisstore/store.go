@@ -73,11 +73,16 @@ func (s *Store) Reserve(ctx context.Context, key string, p throttle.Policy, n in
 		return throttle.Reservation{}, err
 	}
 	n = max(n, 1)
-	ask, down := s.health.ask(time.Now())
+	start := time.Now()
+	bound := s.bound(ctx, start)
+	ask, down := s.health.ask(start, bound > 0)
 	if !ask {
 		return s.reserveAlone(ctx, key, p, n, maxWait, down)
 	}
-	call, cancel, bound := s.bounded(ctx)
+	call, cancel := ctx, context.CancelFunc(func() {})
+	if bound > 0 {
+		call, cancel = context.WithTimeout(ctx, bound)
+	}
 	defer cancel()
 	res, err := s.reserve(call, key, p, n, maxWait)
 	if bound > 0 && err != nil && call.Err() != nil && ctx.Err() == nil {
@@ -86,10 +91,12 @@ func (s *Store) Reserve(ctx context.Context, key string, p throttle.Policy, n in
 		// promise; found in review: callers whose deadlines were
 		// shorter than the timeout all failed while Redis hung, and
 		// Redis was never taken for away). A wait shorter than the
-		// timeout says too little of Redis to take it for away.
-		s.health.abandon(down)
-		return s.reserveAlone(ctx, key, p, n, maxWait, noAnswer(err,
-			fmt.Errorf("%w: redisstore: no answer from Redis within %v, what the request could wait", throttle.ErrStoreUnavailable, bound)))
+		// timeout says too little of Redis to take it for away, but
+		// enough that calls as short stop asking it for a while (see
+		// health).
+		why := noAnswer(err, fmt.Errorf("%w: redisstore: no answer from Redis within %v, what the request could wait", throttle.ErrStoreUnavailable, bound))
+		s.health.abandon(down, why, time.Now())
+		return s.reserveAlone(ctx, key, p, n, maxWait, why)
 	}
 	if err = s.health.answered(ctx, err, down, s.cfg.timeout); err == nil || ctx.Err() != nil {
 		return res, err
@@ -97,23 +104,20 @@ func (s *Store) Reserve(ctx context.Context, key string, p throttle.Policy, n in
 	return s.reserveAlone(ctx, key, p, n, maxWait, err)
 }
 
-// bounded returns the context a Reserve under FailOpen asks Redis with:
-// ctx, or, when ctx's deadline comes before the Store's timeout would,
-// one that ends three quarters of the way to it (bound: how long that
-// is), so that a request whose Store call found no answer still has the
-// time to go alone.
-func (s *Store) bounded(ctx context.Context) (context.Context, context.CancelFunc, time.Duration) {
+// bound is how long a Reserve under FailOpen asks Redis for, from now: 0
+// (the Store's timeout), or, when ctx's deadline comes before the timeout
+// would, three quarters of the way to it, so that a request whose Store
+// call found no answer still has the time to go alone.
+func (s *Store) bound(ctx context.Context, now time.Time) time.Duration {
 	dl, ok := ctx.Deadline()
 	if !ok || s.cfg.share == 0 {
-		return ctx, func() {}, 0
+		return 0
 	}
-	left := time.Until(dl)
+	left := dl.Sub(now)
 	if left >= s.cfg.timeout {
-		return ctx, func() {}, 0
+		return 0
 	}
-	bound := max(left*3/4, 0)
-	call, cancel := context.WithTimeout(ctx, bound)
-	return call, cancel, bound
+	return max(left*3/4, 0)
 }
 
 // Slow shares a pause and a cut pace; see [throttle.Store].
@@ -121,7 +125,7 @@ func (s *Store) Slow(ctx context.Context, key string, p throttle.Policy, sd thro
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	ask, down := s.health.ask(time.Now())
+	ask, down := s.health.ask(time.Now(), false)
 	if !ask {
 		return s.slowAlone(ctx, key, p, sd, down)
 	}
