@@ -76,10 +76,17 @@ func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline 
 	case res.Paused && res.Wait > t.cfg.retry.MaxRetryAfter:
 		ks.troubled().stats.RefusedPaused++
 		return fail(held, until, ErrPaused)
-	case !res.OK && hasDeadline && until.After(deadline):
+	case hasDeadline && until.After(deadline):
+		// Booked or not: a departure after the deadline fails at once,
+		// as any wait known to end after it, rather than sleep until the
+		// deadline (regression, found in review 45: a departure booked
+		// alone past a 700 ms deadline failed at 701 ms with the
+		// context's error). A departure the Store booked (its answer
+		// came later than maxWait allowed for) is spent there all the
+		// same: a Store has no way to give it back.
 		ks.troubled().stats.RefusedDeadline++
 		return fail(held, until, ErrWouldExceedDeadline)
-	case !res.OK:
+	case !res.OK || (!last.IsZero() && until.After(last)):
 		ks.troubled().stats.RefusedDeadline++
 		return fail(held, until, ErrMaxElapsed)
 	}

@@ -199,6 +199,13 @@ func TestStoreErrors(t *testing.T) {
 		{"beyond the deadline", func(maxWait time.Duration) (throttle.Reservation, error) {
 			return throttle.Reservation{Wait: maxWait + time.Second}, nil
 		}, 2 * time.Second, throttle.ErrWouldExceedDeadline, throttle.LimitStore, func(s throttle.KeyStats) int64 { return s.RefusedDeadline }},
+		// Booked all the same, as a Store that answered later than
+		// maxWait allowed for does (regression, found in review 45: such
+		// a request slept until its deadline, and failed with the
+		// context's error).
+		{"booked beyond the deadline", func(maxWait time.Duration) (throttle.Reservation, error) {
+			return throttle.Reservation{Wait: maxWait + time.Second, OK: true}, nil
+		}, 2 * time.Second, throttle.ErrWouldExceedDeadline, throttle.LimitStore, func(s throttle.KeyStats) int64 { return s.RefusedDeadline }},
 		{"paused too long", func(time.Duration) (throttle.Reservation, error) {
 			return throttle.Reservation{Wait: time.Hour, OK: true, Paused: true}, nil
 		}, 0, throttle.ErrPaused, throttle.LimitPause, func(s throttle.KeyStats) int64 { return s.RefusedPaused }},

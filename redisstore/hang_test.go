@@ -210,3 +210,48 @@ func TestAHangingRedisIsAskedAboutOnceASecond(t *testing.T) {
 		t.Errorf("%d of 10 requests waited for a Redis known to hang (>50ms each): it is asked on every request", slow)
 	}
 }
+
+// TestABookingAloneAfterTheDeadlineFailsAtOnce: once Redis gave no answer,
+// a departure alone that would fall after the request's deadline fails the
+// request at once with ErrWouldExceedDeadline, as any wait known to end
+// after it, and the Store books none later than maxWait from the start of
+// its call (regression, found in review 45: booked alone with the wait
+// allowed before the 200 ms call to Redis, it departed some 100 ms after a
+// 700 ms deadline; the request slept until that deadline and failed after
+// 701 ms with context.DeadlineExceeded, spending a token of the share).
+func TestABookingAloneAfterTheDeadlineFailsAtOnce(t *testing.T) {
+	srv := startServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	store := redisstore.New(c, redisstore.WithTimeout(200*time.Millisecond), redisstore.FailOpen(0.5))
+	tr := throttle.New(okBase(), throttle.WithStore(store),
+		throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 10}))
+	t.Cleanup(func() { _ = tr.Close() })
+	if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.cmd.Process.Signal(syscall.SIGCONT) })
+	// Alone, at half the quota (5/s, a bucket of 5 starting empty), 4 units
+	// go 600 ms after the call that found Redis away: ~800 ms after the start.
+	ctx, cancel := context.WithTimeout(throttle.With(context.Background(), throttle.Cost(4)), 700*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://api.test/", nil)
+	start := time.Now()
+	resp, err := tr.RoundTrip(req)
+	took := time.Since(start)
+	if resp != nil {
+		_ = resp.Body.Close()
+	}
+	if !errors.Is(err, throttle.ErrWouldExceedDeadline) || took > 400*time.Millisecond {
+		t.Errorf("got %v after %v; want ErrWouldExceedDeadline once the Store answered (~200ms)", err, took)
+	}
+
+	// The Store itself books alone no departure later than maxWait from
+	// the start of its call: what the call to Redis took comes off.
+	fresh := redisstore.New(c, redisstore.WithTimeout(200*time.Millisecond), redisstore.FailOpen(0.5))
+	start = time.Now()
+	r, err := fresh.Reserve(context.Background(), "api.test", throttle.Policy{Rate: 10, Burst: 10}, 4, 700*time.Millisecond)
+	if err != nil || r.OK && time.Since(start)+r.Wait > 700*time.Millisecond {
+		t.Errorf("Reserve alone with 700ms to wait: %+v, %v after %v; want no departure after 700ms", r, err, time.Since(start))
+	}
+}

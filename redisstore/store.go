@@ -85,6 +85,13 @@ func (s *Store) Reserve(ctx context.Context, key string, p throttle.Policy, n in
 	}
 	defer cancel()
 	res, err := s.reserve(call, key, p, n, maxWait)
+	// What the call to Redis took comes off what the caller can wait, as
+	// maxWait is counted from the start of the call: booked alone with the
+	// whole of it, a departure fell up to the timeout after the caller's
+	// deadline (regression, found in review 45: a departure booked 200 ms
+	// into a 700 ms deadline went at 800 ms, and the request slept until
+	// its deadline rather than fail at once with ErrWouldExceedDeadline).
+	left := maxWait - time.Since(start)
 	if bound > 0 && err != nil && call.Err() != nil && ctx.Err() == nil {
 		// No answer within what the caller can wait, less what its
 		// request needs: it books alone rather than fail (FailOpen's
@@ -96,12 +103,12 @@ func (s *Store) Reserve(ctx context.Context, key string, p throttle.Policy, n in
 		// health).
 		why := noAnswer(err, fmt.Errorf("%w: redisstore: no answer from Redis within %v, what the request could wait", throttle.ErrStoreUnavailable, bound))
 		s.health.abandon(down, why, time.Now())
-		return s.reserveAlone(ctx, key, p, n, maxWait, why)
+		return s.reserveAlone(ctx, key, p, n, left, why)
 	}
 	if err = s.health.answered(ctx, err, down, s.cfg.timeout); err == nil || ctx.Err() != nil {
 		return res, err
 	}
-	return s.reserveAlone(ctx, key, p, n, maxWait, err)
+	return s.reserveAlone(ctx, key, p, n, left, err)
 }
 
 // bound is how long a Reserve under FailOpen asks Redis for, from now: 0
