@@ -117,7 +117,15 @@ func (ks *keyState) repolicy(p *policy, now time.Time) {
 	if tr := ks.tr; tr != nil {
 		tr.adapt = newAdaptation(p.Rate)
 		if tr.x != nil && (p.paced() || len(p.Windows) > 0) {
-			tr.x.learn = learner{} // a configured pace: nothing to learn
+			if !p.paced() && tr.x.learn.on {
+				// Windows alone: the pace learned from 429s goes with
+				// what learned it (found in review 45: its limiter
+				// stayed, which nothing moved again, and a key that had
+				// learned 10 a second sent at 10 a second for good
+				// against a window of 1,000 a second).
+				ks.lim, ks.reserve = nil, 0
+			}
+			tr.x.learn = learner{} // a configured pace or windows: nothing to learn
 		}
 	}
 	ks.wins = rewindow(ks.wins, p)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/throttlehttp/throttle"
+	"github.com/throttlehttp/throttle/throttletest"
 )
 
 // gaps returns the time between each send and the one before.
@@ -156,4 +158,42 @@ func setPolicyWhileRequestsRun(t *testing.T, store bool) {
 	close(stop)
 	wg.Wait()
 	assert.EqualValues(t, 8*300, rt.Stats().Total.Requests)
+}
+
+// A key that learned its pace from 429s (no Rate), moved to a Policy of
+// windows alone, is paced by its windows: the learned pace goes with what
+// learned it (regression, found in review 45: its limiter stayed, which
+// nothing moved again, and the key sent at the 10 a second it had learned,
+// against a window of 1,000 a second, for good).
+func TestAPaceLearnedGoesWhenWindowsReplaceIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{
+			Limits: []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 10, Burst: 2}},
+		})
+		var after atomic.Bool
+		rec := newRecorder()
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			if after.Load() {
+				return rec.RoundTrip(r)
+			}
+			time.Sleep(time.Millisecond)
+			return api.RoundTrip(r)
+		}), throttle.WithHostPolicy("api.test", throttle.Policy{}))
+		defer rt.Close()
+		job(t, rt, 200)
+		require.Equal(t, throttle.PaceLearned, rt.Stats().Keys["api.test"].PaceFrom, "a pace was learned")
+
+		require.NoError(t, rt.SetHostPolicy("api.test", throttle.Policy{Windows: []throttle.Window{{N: 1000, Per: time.Second}}}))
+		after.Store(true)
+		st := rt.Stats().Keys["api.test"]
+		assert.Zero(t, st.Rate, "windows alone: no pace")
+		assert.Equal(t, throttle.PaceNone, st.PaceFrom)
+		start := time.Now()
+		var wg sync.WaitGroup
+		for i := range 50 {
+			wg.Go(func() { assert.NoError(t, do(t, rt, fmt.Sprint("http://api.test/", i))) })
+		}
+		wg.Wait()
+		assert.Zero(t, time.Since(start), "50 requests within a window of 1,000 a second go at once")
+	})
 }
