@@ -148,7 +148,12 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, pl *place, attempt 
 		ks.mu.Unlock()
 		return &WaitError{Key: ks.name(), Attempt: attempt, Err: err}
 	}
-	if pl.cost > 1 {
+	if pl.cost > 1 && attempt == 1 {
+		// A retry is not refused for its cost: its request was admitted
+		// under the Policy then, and none is refused for a change of it
+		// (SetPolicy; found in review 45: the caller got ErrCostTooLarge,
+		// the last answer lost). It goes when the bucket or the window is
+		// whole, as a cost beyond what they hold does (see tokensFor).
 		if h, err := ks.tooCostly(pl.cost); err != nil {
 			ks.troubled().stats.RefusedCost++
 			ks.mu.Unlock()
@@ -211,14 +216,6 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 		until = time.Time{}
 		if ks.head == w {
 			mono := t.since(now)
-			if pl.cost > 1 { // its Policy may have been replaced (swap.go)
-				if h, err := ks.tooCostly(pl.cost); err != nil {
-					ks.troubled().stats.RefusedCost++
-					ks.remove(w)
-					ks.mu.Unlock()
-					return fail(h, time.Time{}, err)
-				}
-			}
 			at, h := ks.readyAt(now, mono, pl.cost)
 			if w.booked && w.departAt.After(at) {
 				at, h = w.departAt, holder{limit: LimitStore}

@@ -118,7 +118,10 @@ const maxCost = 1_000_000_000
 //     unsent, with an error matching [ErrCostTooLarge] that names the key,
 //     the limit and n: more than a token bucket holds (Burst less the one
 //     token it keeps in reserve, max(1, Burst-1)), or more than a Window's
-//     N. A leaky bucket admits any cost.
+//     N. A leaky bucket admits any cost. A request already admitted under
+//     the Policy before a change (SetPolicy, SetHostPolicy: waiting in
+//     line, or its retry) is not refused for it: it goes when the bucket
+//     or the window is whole.
 //   - The server may say what the request really cost: see [WithCost]. The
 //     charge is then corrected, up or down.
 //

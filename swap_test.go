@@ -197,3 +197,53 @@ func TestAPaceLearnedGoesWhenWindowsReplaceIt(t *testing.T) {
 		assert.Zero(t, time.Since(start), "50 requests within a window of 1,000 a second go at once")
 	})
 }
+
+// A request waiting in line whose cost the new Policy's bucket cannot hold
+// is not refused for the change: it goes when the bucket is full, leaving
+// it owing (regression, found in review 45: it failed with
+// ErrCostTooLarge, which SetHostPolicy's doc says a change never does).
+func TestAChangeRefusesNoCostlyRequestWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := throttle.New(newRecorder(), throttle.WithHostPolicy("api.test", throttle.Policy{Rate: 1, Burst: 10}))
+		defer rt.Close()
+		start := time.Now()
+		_, err := costly(t, rt, start, "http://api.test/q", 9) // the bucket is empty
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() {
+			_, err := costly(t, rt, start, "http://api.test/q", 5)
+			done <- err
+		}()
+		synctest.Wait()
+		require.NoError(t, rt.SetHostPolicy("api.test", throttle.Policy{Rate: 1, Burst: 3}))
+		require.NoError(t, <-done, "a waiting request is not refused for the change")
+		assert.Equal(t, 2*time.Second, time.Since(start), "it went when the new bucket (2 tokens held) was full")
+	})
+}
+
+// Nor is a retry of a costly request, which waited out a pause across the
+// change: its request was admitted under the Policy before, and the caller
+// gets its answer (regression, found in review 45: ErrCostTooLarge, the
+// last answer lost).
+func TestAChangeRefusesNoCostlyRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			calls++
+			if calls == 1 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "5"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		}), throttle.WithHostPolicy("api.test", throttle.Policy{Rate: 10, Burst: 10}))
+		defer rt.Close()
+		done := make(chan error, 1)
+		go func() {
+			_, err := costly(t, rt, time.Now(), "http://api.test/q", 5)
+			done <- err
+		}()
+		time.Sleep(time.Second) // the retry waits out the pause
+		require.NoError(t, rt.SetHostPolicy("api.test", throttle.Policy{Rate: 10, Burst: 3}))
+		require.NoError(t, <-done)
+		assert.Equal(t, 2, calls, "the retry went")
+	})
+}
