@@ -98,7 +98,8 @@ func (ks *keyState) repolicy(p *policy, now time.Time) {
 	case !p.paced() && old.paced():
 		ks.lim, ks.reserve = nil, 0
 	case !p.paced():
-		// Unpaced before and after: a pace learned from 429s stays.
+		// Unpaced before and after: a pace learned from 429s stays,
+		// unless windows come (below).
 	case ks.lim == nil || !old.paced():
 		ks.lim, ks.reserve = p.newLimiter(), 0
 		if p.Queue == 0 {
