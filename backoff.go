@@ -31,6 +31,10 @@ import (
 // unchanged (or the last error, wrapped), when the attempts or the time are
 // used up, when the server asks for a wait longer than MaxRetryAfter or than
 // the context's deadline allows, or when the key's retry budget is spent.
+// A retry refused at once at its key (its turn known to come too late, its
+// queue full) ends retrying too, with the last response, whose body was
+// drained while the retry waited: past 4 KiB or 100 ms it is cut, and
+// reads [ErrBodyDiscarded] after its first bytes (see [Transport]).
 type Retry struct {
 	// MaxAttempts bounds the attempts of one request, the first included.
 	// 0: 8. 1: no retries.

@@ -18,9 +18,14 @@ const (
 // discard drains (bounded in bytes and time) and closes the body of a
 // response a retry replaces, and returns the response with what it read
 // as its body, should the retry be refused before it is sent: the caller
-// gets the response obtained, as the net/http contract asks. It returns
-// nil when the body did not end within drainMax bytes and drainTimeout
-// (it is closed: a retry refused then fails with its error), or resp is.
+// gets the response obtained, as the net/http contract asks. A body that
+// did not end within drainMax bytes and drainTimeout is kept cut: its
+// first bytes, at most drainMax, then ErrBodyDiscarded (regression, found
+// in review 46: such a response was dropped, and the caller of a retry
+// refused at once got the refusal, not the 503 with its 8 KiB error page
+// it had obtained). A body that failed on its own is kept with what it
+// read, then its error, as the caller would have read it. It returns nil
+// only when resp is.
 func discard(resp *http.Response) *http.Response {
 	if resp == nil {
 		return nil
@@ -33,14 +38,27 @@ func discard(resp *http.Response) *http.Response {
 	stop := time.AfterFunc(drainTimeout, func() { body.Close() })
 	var buf bytes.Buffer
 	n, err := io.Copy(&buf, io.LimitReader(body, drainMax+1))
-	stop.Stop()
+	late := !stop.Stop() // drainTimeout passed: the body was closed under the read
 	body.Close()
-	if err != nil || n > drainMax {
-		return nil
+	switch {
+	case n > drainMax:
+		buf.Truncate(drainMax) // (the byte read past it, to tell the body longer, is cut with the rest)
+		err = ErrBodyDiscarded
+	case err != nil && late:
+		err = ErrBodyDiscarded
 	}
-	kept.Body = io.NopCloser(&buf)
+	if err == nil {
+		kept.Body = io.NopCloser(&buf)
+	} else {
+		kept.Body = io.NopCloser(io.MultiReader(&buf, failing{err}))
+	}
 	return &kept
 }
+
+// failing is a reader that fails with its error.
+type failing struct{ err error }
+
+func (f failing) Read([]byte) (int, error) { return 0, f.err }
 
 // closeBody closes a request body the base RoundTripper never received.
 func closeBody(req *http.Request) {

@@ -42,6 +42,14 @@ var (
 	ErrCostTooLarge = errors.New("throttle: cost too large")
 )
 
+// ErrBodyDiscarded is the error a response body reads after its first
+// bytes when the response was to be replaced by a retry, and the body was
+// drained and closed while the retry waited: a retry refused at once gives
+// the caller that response (see [Transport]), and a body longer than 4 KiB,
+// or that did not end within 100 ms, was cut. It is a read's error, never
+// RoundTrip's.
+var ErrBodyDiscarded = errors.New("throttle: the rest of the body was discarded when a retry was planned")
+
 // endsRetrying reports whether a retry refused with err ends retrying as
 // the server's answer would have (see Retry): its turn known to come after
 // the deadline or past MaxRetryAfter, or no room in the queue. The caller

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"testing/synctest"
 	"time"
 
@@ -637,4 +638,109 @@ func TestRetryRefusedAtOnceGivesTheLastResponse(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A retry refused at once gives the caller the last response whatever its
+// body: one longer than 4 KiB (a CDN's error page of 8 KiB), or that does
+// not end within 100 ms, was cut while the retry waited, and reads its
+// first bytes, then ErrBodyDiscarded; one that failed on its own reads its
+// bytes, then its error (regression, found in review 46: as
+// TestRetryRefusedAtOnceGivesTheLastResponse with such a body, the caller
+// got nil and `attempt 2: pause until …: wait would exceed the context
+// deadline`, or ErrPaused past MaxRetryAfter, the 503 obtained lost).
+func TestRetryRefusedAtOnceGivesTheLastResponseWhateverItsBody(t *testing.T) {
+	page := strings.Repeat("<p>Service unavailable</p>\n", 300) // 8,100 bytes
+	for _, body := range []struct {
+		name string
+		make func() io.ReadCloser
+		want string // what the caller reads (a prefix of it, for "long")
+		err  error  // and the error after it
+	}{
+		{"long", func() io.ReadCloser { return io.NopCloser(strings.NewReader(page)) }, page, throttle.ErrBodyDiscarded},
+		{"slow", func() io.ReadCloser {
+			return &stalledBody{head: []byte("<p>Service"), closed: make(chan struct{})}
+		}, "<p>Service", throttle.ErrBodyDiscarded},
+		{"failing", func() io.ReadCloser {
+			return io.NopCloser(io.MultiReader(strings.NewReader("<p>Service"), iotest.ErrReader(io.ErrUnexpectedEOF)))
+		}, "<p>Service", io.ErrUnexpectedEOF},
+	} {
+		for _, tt := range []struct {
+			name, wait string // B's Retry-After
+		}{
+			{"past the deadline", "10"},
+			{"past MaxRetryAfter", "600"},
+		} {
+			t.Run(body.name+"/"+tt.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					var first atomic.Bool
+					first.Store(true)
+					rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+						switch {
+						case r.URL.Path == "/b":
+							return reply(r, http.StatusTooManyRequests, "Retry-After", tt.wait), nil
+						case first.CompareAndSwap(true, false):
+							resp := reply(r, http.StatusServiceUnavailable, "Retry-After", "1")
+							resp.Body = body.make()
+							return resp, nil
+						}
+						return reply(r, http.StatusOK), nil
+					}))
+					defer rt.Close()
+					type result struct {
+						resp *http.Response
+						err  error
+					}
+					done := make(chan result)
+					go func() {
+						ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+						defer cancel()
+						resp, err := rt.RoundTrip(newReq(t, ctx, http.MethodGet, "http://h.test/a"))
+						done <- result{resp, err}
+					}()
+					time.Sleep(500 * time.Millisecond) // A's 503 is in; its retry waits out a second
+					resp, err := rt.RoundTrip(newReq(t, throttle.With(context.Background(), throttle.NoRetry()), http.MethodGet, "http://h.test/b"))
+					require.NoError(t, err)
+					resp.Body.Close()
+					a := <-done
+					require.NoError(t, a.err, "a response was obtained")
+					defer a.resp.Body.Close()
+					assert.Equal(t, http.StatusServiceUnavailable, a.resp.StatusCode)
+					assert.Equal(t, "1", a.resp.Header.Get("Retry-After"), "its header whole")
+					got, err := io.ReadAll(a.resp.Body)
+					require.ErrorIs(t, err, body.err, "the body says why it ends")
+					assert.NotEmpty(t, got)
+					assert.LessOrEqual(t, len(got), 4<<10, "no more kept than drained")
+					assert.True(t, strings.HasPrefix(body.want, string(got)), "what was read: %q", got)
+					if body.name != "long" {
+						assert.Equal(t, body.want, string(got), "all that came")
+					}
+					_, err = a.resp.Body.Read(make([]byte, 1))
+					assert.ErrorIs(t, err, body.err, "and says it again")
+				})
+			})
+		}
+	}
+}
+
+// stalledBody is a response body whose head comes at once and whose rest
+// never comes: a read after the head waits until the body is closed.
+type stalledBody struct {
+	head   []byte
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (b *stalledBody) Read(p []byte) (int, error) {
+	if len(b.head) > 0 {
+		n := copy(p, b.head)
+		b.head = b.head[n:]
+		return n, nil
+	}
+	<-b.closed
+	return 0, errors.New("read on closed body")
+}
+
+func (b *stalledBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
 }

@@ -23,10 +23,14 @@ import (
 // always closes the request body, and returns err == nil whenever it
 // obtained a response, whatever its status (after retries, the last one,
 // also when a retry is refused at once: its turn known to come after the
-// deadline or MaxRetryAfter, or its queue full). A retry whose wait the
-// context ends, or Close, or that is still waiting when Retry.MaxElapsed
-// has passed, fails with that error: the last response's body was read
-// (4 KiB at most) and closed while it waited.
+// deadline or MaxRetryAfter, or its queue full). The body of a response
+// so returned was read and closed while the retry waited: it reads as it
+// was if it ended within 4 KiB and 100 ms (one that failed, up to its
+// error); else it reads its first bytes (4 KiB at most), then fails with
+// [ErrBodyDiscarded]. A retry whose wait
+// the context ends, or Close, or that is still waiting when
+// Retry.MaxElapsed has passed, fails with that error: the last response's
+// body was read (4 KiB at most) and closed while it waited.
 type Transport struct {
 	base  http.RoundTripper
 	cfg   config
