@@ -95,7 +95,8 @@ type Retry struct {
 	// NewBackOff, if set, makes a request's backoff, when the request
 	// first retries: its NextBackOff is the delay before each retry, taken
 	// as it is (no jitter is added), never shorter than the server's
-	// Retry-After; backoff.Stop ends retrying. The key's pauses keep their
+	// Retry-After (a second for a quota refusal that states no wait, as
+	// above); backoff.Stop ends retrying. The key's pauses keep their
 	// own length (the server's Retry-After, else the backoff of
 	// InitialDelay and MaxDelay). A nil BackOff made: no retries. nil:
 	// exponential from InitialDelay to MaxDelay, with full jitter.

@@ -199,6 +199,71 @@ func TestNewBackOff(t *testing.T) {
 	})
 }
 
+// Retry.NewBackOff's delay is never shorter than what the answer asks,
+// and a quota refusal that states no wait asks a second, as Retry's doc
+// says: a 429 without Retry-After, and a "Retry-After: 0" to a learned
+// pace, which teaches it as none stated, are retried a second later at the
+// earliest, as with the default backoff (regression, found in review 46:
+// given the stated wait alone, a NewBackOff of 10 ms retried the first
+// 10 ms later on a configured pace, the second 125 ms later, the key's
+// peek; each took 1 s with the default backoff; an unpaced key's pause
+// held the first its second).
+func TestNewBackOffWaitsTheSecondARefusalWithoutAWaitAsks(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		pol    throttle.Policy
+		before int    // requests answered before: the first refused with "Retry-After: 1"
+		wait   string // the refusal's Retry-After, if any
+	}{
+		{"configured, none stated", throttle.Policy{Rate: 100, Burst: 10}, 0, ""},
+		{"unpaced, none stated", throttle.Policy{}, 0, ""},
+		{"learned, Retry-After: 0", throttle.Policy{}, 20, "0"},
+	} {
+		for _, own := range []bool{false, true} {
+			name := tt.name + "/default"
+			if own {
+				name = tt.name + "/NewBackOff"
+			}
+			t.Run(name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					var retry throttle.Retry
+					if own {
+						retry.NewBackOff = func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }
+					}
+					n := 0
+					var at []time.Time // of the attempts of /x
+					rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+						n++
+						switch {
+						case n == 1 && tt.before > 0:
+							return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+						case r.URL.Path != "/x":
+						case len(at) == 0:
+							at = append(at, time.Now())
+							if tt.wait == "" {
+								return reply(r, http.StatusTooManyRequests), nil
+							}
+							return reply(r, http.StatusTooManyRequests, "Retry-After", tt.wait), nil
+						default:
+							at = append(at, time.Now())
+						}
+						return reply(r, http.StatusOK), nil
+					}), throttle.WithPolicy(tt.pol), throttle.WithRetry(retry))
+					defer rt.Close()
+					for range tt.before {
+						require.NoError(t, do(t, rt, "http://nb.test/a"))
+					}
+					code, err := status(t, rt, http.MethodGet, "http://nb.test/x")
+					require.NoError(t, err)
+					assert.Equal(t, http.StatusOK, code)
+					require.Len(t, at, 2)
+					assert.GreaterOrEqual(t, at[1].Sub(at[0]), time.Second, "a refusal that states no wait asks a second")
+				})
+			})
+		}
+	}
+}
+
 // Hooks that panic leave the key in order: its in-flight slot is given
 // back, and a body GetBody made for the retry is closed.
 func TestPanickingRetryHooks(t *testing.T) {

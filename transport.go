@@ -348,9 +348,10 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 		r.ks.sawQuota(o.h.hasQ)
 	}
 	o.retryable = r.retryable(resp, err, &o.h)
+	least := o.h.asked() // the shortest wait before a retry, whatever the backoff
 	if o.retryable || o.h.signal != signalNone {
 		// Also the length of a pause, should the answer begin one.
-		o.delay = max(r.backoff(), o.h.asked())
+		o.delay = max(r.backoff(), least)
 	}
 	o.h.figure, o.h.figured = int32(fig.n), fig.ok
 	ks := r.ks
@@ -377,7 +378,8 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	if o.h.throttled() && o.h.hasWait && o.h.wait == 0 && ks.learned() {
 		// A zero wait teaches a learned pace as none stated (see
 		// refused); the refused request, too, waits as for one.
-		o.delay = max(o.delay, unstatedWait)
+		least = unstatedWait
+		o.delay = max(o.delay, least)
 	}
 	if fig.ok {
 		o.cost = r.t.correct(ks, *tk, fig.n, o.now)
@@ -404,11 +406,17 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	// response in hand is closed (see do), and the key holds nothing.
 	if r.asksUser() {
 		if o.retryable = r.t.cfg.retry.ShouldRetry(resp, err, o.retryable); o.retryable && o.delay == 0 {
-			o.delay = max(r.backoff(), o.h.asked())
+			o.delay = max(r.backoff(), least)
 		}
 	}
 	if o.retryable && r.t.cfg.retry.NewBackOff != nil {
-		o.delay, o.stop = r.ownBackoff(o.h.wait)
+		// Never shorter than what the answer asks, a second for a quota
+		// refusal that states none (regression, found in review 46: given
+		// the server's stated wait alone, a 429 without Retry-After to a
+		// configured pace was retried after a NewBackOff of 10 ms, and
+		// one of "Retry-After: 0" to a learned pace after 125 ms, the
+		// key's peek, where the default backoff waits the second).
+		o.delay, o.stop = r.ownBackoff(least)
 	}
 	if r.t.cfg.events != nil {
 		r.told(attempt, resp, err, o)
