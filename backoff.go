@@ -19,7 +19,8 @@ import (
 // What is retried: a 429 for every method (the server did not process the
 // request); 502, 503, 504 and network errors (connection refused or reset,
 // timeouts, EOF before a response) only for idempotent methods (GET, HEAD,
-// OPTIONS, TRACE, PUT, DELETE) or requests with an Idempotency-Key header.
+// OPTIONS, TRACE, PUT, DELETE) or requests with an Idempotency-Key or
+// X-Idempotency-Key header (those net/http resends a request for).
 // A request body is replayed through Request.GetBody; a request with a body
 // and no GetBody is sent once and never retried. Every retry waits its turn
 // at the key like a first attempt, so retries never raise the sending rate.
@@ -151,13 +152,19 @@ func fullJitter(d time.Duration) time.Duration {
 	return time.Duration(rand.Int64N(int64(d) + 1))
 }
 
-// idempotent reports whether req may be sent twice without harm.
+// idempotent reports whether req may be sent twice without harm. Its
+// header keys are net/http's (Request.isReplayable): a POST with
+// X-Idempotency-Key that net/http resends on a lost connection was sent
+// once here (found in review 46).
 func idempotent(req *http.Request) bool {
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
 		return true
 	}
-	_, ok := req.Header["Idempotency-Key"]
+	if _, ok := req.Header["Idempotency-Key"]; ok {
+		return true
+	}
+	_, ok := req.Header["X-Idempotency-Key"]
 	return ok
 }
 

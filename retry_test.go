@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -637,6 +638,49 @@ func TestRetryRefusedAtOnceGivesTheLastResponse(t *testing.T) {
 				assert.Equal(t, "down for a second", string(body))
 			})
 		})
+	}
+}
+
+// A POST is retried after a 503 or a network error when it carries either
+// header net/http takes to make it safe to resend (Request.isReplayable):
+// Idempotency-Key or X-Idempotency-Key; without one it is sent once
+// (regression, found in review 46: with X-Idempotency-Key it was sent
+// once, 1 attempt where net/http would have made 2).
+func TestAPostIsRetriedWithEitherIdempotencyKeyNetHTTPTakes(t *testing.T) {
+	for _, tt := range []struct {
+		header   string // "" for none
+		attempts int
+	}{
+		{"Idempotency-Key", 2},
+		{"X-Idempotency-Key", 2},
+		{"", 1},
+	} {
+		for _, fail := range []string{"503", "EOF"} {
+			t.Run(fmt.Sprintf("%s/%s", cmp.Or(tt.header, "none"), fail), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					n := 0
+					rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+						if n++; n > 1 {
+							return reply(r, http.StatusOK), nil
+						}
+						if fail == "EOF" {
+							return nil, io.ErrUnexpectedEOF
+						}
+						return reply(r, http.StatusServiceUnavailable), nil
+					}))
+					defer rt.Close()
+					req := newReq(t, context.Background(), http.MethodPost, "http://x.test/")
+					if tt.header != "" {
+						req.Header.Set(tt.header, "k1")
+					}
+					resp, err := rt.RoundTrip(req)
+					if err == nil {
+						resp.Body.Close()
+					}
+					assert.Equal(t, tt.attempts, n)
+				})
+			})
+		}
 	}
 }
 
