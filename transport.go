@@ -282,7 +282,7 @@ func (r *request) do() (*http.Response, error) {
 		if why != "" {
 			r.gaveUp(attempt, resp, err, why)
 			if err != nil {
-				err = &triesError{fmt.Sprintf("throttle: key %q: gave up after %s (%s)", r.ks.name(), attempts(attempt), why), err}
+				err = &triesError{r.gaveUpMsg(attempt, why), err}
 			}
 			inHand = nil
 			return resp, err
@@ -679,6 +679,17 @@ func (r *request) ownBackoff(wait time.Duration) (delay time.Duration, stop bool
 		return wait, true
 	}
 	return max(d, wait), false
+}
+
+// gaveUpMsg says that the request gave up after attempt attempts, and why,
+// unless why is that the attempts were used up: just said (regression,
+// found in review 46: `gave up after 3 attempts (3 attempts)`).
+func (r *request) gaveUpMsg(attempt int, why string) string {
+	msg := fmt.Sprintf("throttle: key %q: gave up after %s", r.ks.name(), attempts(attempt))
+	if attempt < r.t.cfg.retry.MaxAttempts { // (else why is attempts(attempt): see next)
+		msg += " (" + why + ")"
+	}
+	return msg
 }
 
 func (r *request) gaveUp(attempt int, resp *http.Response, err error, why string) {

@@ -3,6 +3,7 @@ package throttle_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -353,4 +355,34 @@ func TestRetryWaitErrorSaysEachThingOnce(t *testing.T) {
 		assert.Equal(t, throttle.LimitPause, we.Limit)
 		assert.Equal(t, 2, we.Attempt)
 	})
+}
+
+// The error of a request that gave up says each thing once: how many
+// attempts, why it gave up unless that was the attempts, the cause
+// (regression, found in review 46: `throttle: key "m.test": gave up after
+// 3 attempts (3 attempts): unexpected EOF`).
+func TestGaveUpErrorSaysEachThingOnce(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		retry throttle.Retry
+		want  string
+	}{
+		{"MaxAttempts", throttle.Retry{MaxAttempts: 3},
+			`throttle: key "m.test": gave up after 3 attempts: unexpected EOF`},
+		{"MaxElapsed", throttle.Retry{MaxElapsed: 500 * time.Millisecond,
+			NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Second) }},
+			`throttle: key "m.test": gave up after 1 attempt (a retry in 1s would pass MaxElapsed 500ms): unexpected EOF`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					return nil, io.ErrUnexpectedEOF
+				}), throttle.WithRetry(tt.retry))
+				defer rt.Close()
+				err := do(t, rt, "http://m.test/")
+				require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+				assert.Equal(t, tt.want, err.Error())
+			})
+		})
+	}
 }
