@@ -235,6 +235,13 @@ func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead, cost in
 	if until := ks.pausedUntil(); until.After(at) {
 		at, h = until, holder{limit: LimitPause}
 	}
+	if hd := ks.head; ahead > 0 && hd != nil && hd.booked && hd.departAt.After(at) {
+		// Behind a head the Store booked: none behind it goes before it
+		// does (regression, found in review 46: a request behind a head
+		// booked a minute out, with a deadline of 1 s, failed after 1 s
+		// with the context's error, not at once).
+		at, h = hd.departAt, holder{limit: LimitStore}
+	}
 	for m := range ks.mirrors() {
 		// A wait for an answer counts as ending now: its end is not known.
 		if next := m.lowerBound(mono, ks.admitted, ks.outUnits, ahead, cost); next != holdsForAnswer && now.Add(next-mono).After(at) {

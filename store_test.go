@@ -609,3 +609,46 @@ func TestSharedWindowHoldsAtTheServer(t *testing.T) {
 		})
 	}
 }
+
+// A request behind a head the Store booked cannot go before that head's
+// departure: one whose deadline comes first fails at once with
+// ErrWouldExceedDeadline, saying until when the Store holds the line;
+// one whose deadline comes after waits its turn (regression, found in
+// review 46: behind a head booked a minute out, a request with a deadline
+// of 1 s failed after 1 s with "line: context deadline exceeded").
+func TestADeadlineBehindAHeadTheStoreBookedFailsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := throttle.NewMemoryStore()
+		base := newRecorder()
+		pol := throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 10, Per: time.Minute}}})
+		other := throttle.New(base, pol, throttle.WithStore(store))
+		rt := throttle.New(base, pol, throttle.WithStore(store))
+		defer other.Close()
+		defer rt.Close()
+		for range 10 { // the other Transport spends the shared window
+			require.NoError(t, do(t, other, "http://api.test/other"))
+		}
+		start := time.Now()
+		var wg sync.WaitGroup
+		wg.Go(func() { assert.NoError(t, do(t, rt, "http://api.test/head")) }) // booked a minute out
+		synctest.Wait()
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err := doCtx(t, ctx, rt, "http://api.test/late")
+		assert.ErrorIs(t, err, throttle.ErrWouldExceedDeadline)
+		assert.Zero(t, time.Since(start), "failed at once")
+		if we := (*throttle.WaitError)(nil); assert.ErrorAs(t, err, &we) {
+			assert.Equal(t, throttle.LimitStore, we.Limit)
+			assert.Equal(t, start.Add(time.Minute), we.Until, "the head's departure")
+		}
+
+		ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		wg.Go(func() { assert.NoError(t, doCtx(t, ctx, rt, "http://api.test/in-time")) })
+		wg.Wait()
+		assert.Equal(t, []string{"http://api.test/head", "http://api.test/in-time"}, base.urls()[10:])
+		assert.GreaterOrEqual(t, base.times()[10], time.Minute)
+		assert.EqualValues(t, 1, rt.Stats().Keys["api.test"].RefusedDeadline)
+	})
+}
