@@ -230,6 +230,18 @@ type holder struct {
 // lowerBound is the earliest time at which an attempt of the cost given,
 // with ahead others before it, could go: exact for the head, a lower bound
 // behind it (each of those ahead is counted as costing 1).
+//
+// None of the line goes before the pause ends, nor, behind a head the Store
+// booked, before that head departs: the room those ahead and this one need
+// in the windows and the pacer counts from then, where they can first take
+// it, not from now (regression, found in review 46: a leaky bucket of 1 a
+// second paused until 3 s, its head a retry waiting for the end; the next
+// request's turn, 4 s at the soonest, was counted 3 s, the larger of the
+// pause and its two tokens counted from now, and one with a deadline at
+// 3.5 s waited 3 s to fail). The pacer holds at most its burst at then,
+// and a window lets go at then only what aged out by then, so the bound is
+// still one. The server's counts (mirrors) are read at now only: reading
+// one rolls it over.
 func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead, cost int) (time.Time, holder) {
 	at, h := now, holder{}
 	if until := ks.pausedUntil(); until.After(at) {
@@ -242,6 +254,12 @@ func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead, cost in
 		// with the context's error, not at once).
 		at, h = hd.departAt, holder{limit: LimitStore}
 	}
+	from, fromMono := at, mono
+	if d := at.Sub(now); d <= farOff {
+		fromMono += d
+	} else {
+		from = now // a pause saturated near the end of time: mono plus it overflows
+	}
 	for m := range ks.mirrors() {
 		// A wait for an answer counts as ending now: its end is not known.
 		if next := m.lowerBound(mono, ks.admitted, ks.outUnits, ahead, cost); next != holdsForAnswer && now.Add(next-mono).After(at) {
@@ -250,17 +268,22 @@ func (ks *keyState) lowerBound(now time.Time, mono time.Duration, ahead, cost in
 	}
 	for i := range ks.wins {
 		w := &ks.wins[i]
-		if next := w.nextAt(mono, ahead, cost, true); now.Add(next - mono).After(at) {
-			at, h = now.Add(next-mono), holder{LimitWindow, *w.Window}
+		if next := w.nextAt(fromMono, ahead, cost, true); from.Add(next - fromMono).After(at) {
+			at, h = from.Add(next-fromMono), holder{LimitWindow, *w.Window}
 		}
 	}
 	if ks.lim != nil {
-		if d := tokenDelay(ks.lim, now, ahead+tokensFor(ks.lim, cost)); now.Add(d).After(at) {
-			at, h = now.Add(d), holder{limit: ks.pol.limit}
+		if d := tokenDelay(ks.lim, from, ahead+tokensFor(ks.lim, cost)); from.Add(d).After(at) {
+			at, h = from.Add(d), holder{limit: ks.pol.limit}
 		}
 	}
 	return at, h
 }
+
+// farOff is a span past which lowerBound counts the windows and the pacer
+// from now: a window's Per (at most maxPer) added to it still fits in a
+// time.Duration.
+const farOff = 10 * maxPer
 
 // take admits the head, of the cost given, at now: its tokens (which may
 // leave the bucket owing, see tokensFor), its entries in every window, an

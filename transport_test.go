@@ -175,6 +175,71 @@ func TestDeadlineBehindOthersInLine(t *testing.T) {
 	})
 }
 
+// Behind a retry that waits out a pause at the head of the line, a
+// request's turn comes after the pause and what the pace or the window
+// needs of those ahead from its end on: one whose deadline comes first
+// fails at once with ErrWouldExceedDeadline; one whose deadline comes
+// after goes; where the window has room for both at the pause's end, the
+// pause alone is the bound (regression, found in review 46: the pace of
+// those ahead was counted from now, not from the pause's end, and a
+// request with a deadline at 3.5 s behind a pause until 3 s and a pace of
+// a request a second failed only at 3 s).
+func TestADeadlineCountsThePaceAfterThePause(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		pol   throttle.Policy
+		limit throttle.Limit // what holds a deadline at 3.5 s; LimitNone: nothing, it goes
+	}{
+		{"queue", throttle.Policy{Rate: 1, Queue: 5}, throttle.LimitQueue},
+		{"bucket", throttle.Policy{Rate: 1, Burst: 1}, throttle.LimitRate},
+		{"window", throttle.Policy{Windows: []throttle.Window{{N: 1, Per: time.Second}}}, throttle.LimitWindow},
+		{"wide window", throttle.Policy{Windows: []throttle.Window{{N: 10, Per: time.Second}}}, throttle.LimitNone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var mu sync.Mutex
+				calls := 0
+				base := rtFunc(func(req *http.Request) (*http.Response, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					if calls++; calls == 1 {
+						return reply(req, http.StatusTooManyRequests, "Retry-After", "3"), nil
+					}
+					return reply(req, http.StatusOK), nil
+				})
+				rt := throttle.New(base, throttle.WithPolicy(tc.pol))
+				defer rt.Close()
+				start := time.Now()
+				var wg sync.WaitGroup
+				wg.Go(func() { assert.NoError(t, do(t, rt, "http://api.test/first")) }) // its retry waits until 3 s
+				synctest.Wait()
+
+				ctx, cancel := context.WithDeadline(context.Background(), start.Add(3500*time.Millisecond))
+				defer cancel()
+				err := doCtx(t, ctx, rt, "http://api.test/late")
+				if tc.limit == throttle.LimitNone {
+					assert.NoError(t, err)
+					assert.Equal(t, 3*time.Second, time.Since(start), "it went at the pause's end")
+					wg.Wait()
+					return
+				}
+				assert.ErrorIs(t, err, throttle.ErrWouldExceedDeadline)
+				assert.Zero(t, time.Since(start), "failed at once")
+				if we := (*throttle.WaitError)(nil); assert.ErrorAs(t, err, &we) {
+					assert.Equal(t, tc.limit, we.Limit)
+					assert.True(t, we.Until.After(start.Add(3500*time.Millisecond)), "until %v", we.Until)
+				}
+
+				ctx, cancel = context.WithDeadline(context.Background(), start.Add(4500*time.Millisecond))
+				defer cancel()
+				assert.NoError(t, doCtx(t, ctx, rt, "http://api.test/in-time"))
+				wg.Wait()
+				assert.EqualValues(t, 1, rt.Stats().Keys["api.test"].RefusedDeadline)
+			})
+		})
+	}
+}
+
 func TestCancelReturnsPromptly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := throttle.New(newRecorder(), throttle.WithPolicy(throttle.Policy{Rate: 0.01, Burst: 1}))
