@@ -23,6 +23,8 @@ type waiter struct {
 	wake       chan struct{} // buffered 1: "you are the head", or "the key changed"
 	prev, next *waiter
 	booked     bool      // the Store booked its departure (booking.go)
+	bounded    bool      // its wait has an end: the context's deadline, or Retry.MaxElapsed
+	recheck    bool      // the key's Policy changed: check the bounds again (see repolicy)
 	departAt   time.Time // when, if booked
 	alone      error     // the Reservation's Fallback, if booked
 }
@@ -195,7 +197,7 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 		ks.mu.Unlock()
 		return fail(holder{limit: LimitQueue}, time.Time{}, ErrQueueFull)
 	}
-	w := &waiter{place: *pl, wake: make(chan struct{}, 1)}
+	w := &waiter{place: *pl, wake: make(chan struct{}, 1), bounded: hasDeadline || !last.IsZero()}
 	ahead := ks.insert(w, now)
 	// Refuse at once a wait that is known to end too late.
 	if werr := t.refuse(ks, now, ahead, pl.cost, deadline, hasDeadline, last, fail); werr != nil {
@@ -283,7 +285,30 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 			ks.mu.Unlock()
 			return fail(waitingFor, until, err) // (found in review: Until was zero when it was known)
 		}
+		if w.recheck && ks.head != w {
+			// The Policy changed (repolicy): a turn that now comes after
+			// the deadline is refused then, as at its arrival, not at the
+			// deadline (regression, found in review 46: in a queue slowed
+			// from 10 to 0.1 a second, a request behind four others, its
+			// turn now at 50 s, failed at its deadline, 2 s, with the
+			// context's error). The head checks at every wake.
+			w.recheck = false
+			if werr := t.refuse(ks, now, ks.ahead(w), pl.cost, deadline, hasDeadline, last, fail); werr != nil {
+				ks.remove(w)
+				ks.mu.Unlock()
+				return werr
+			}
+		}
 	}
+}
+
+// ahead is how many waiters are before w in the line.
+func (ks *keyState) ahead(w *waiter) int {
+	n := 0
+	for p := w.prev; p != nil; p = p.prev {
+		n++
+	}
+	return n
 }
 
 // refuse returns the error for a request of the cost given, with ahead

@@ -29,9 +29,12 @@ func newSlot(p *policy) *slot {
 // WithHostPolicy (as WithPolicy sets it at New), at once and for the
 // requests already waiting: none is dropped or refused for the change
 // (a leaky bucket's queue may hold more than a smaller Queue while it
-// drains). See SetHostPolicy for what each key keeps. It returns an error
-// matching ErrInvalidConfig if p does not validate, and changes nothing
-// then. It is safe to call while requests are under way.
+// drains), but one whose turn the change puts after its context's
+// deadline fails then with ErrWouldExceedDeadline, as it would have at its
+// arrival, rather than wait for the deadline. See SetHostPolicy for what
+// each key keeps. It returns an error matching ErrInvalidConfig if p does
+// not validate, and changes nothing then. It is safe to call while
+// requests are under way.
 func (t *Transport) SetPolicy(p Policy) error {
 	if bad := p.problems("SetPolicy"); len(bad) > 0 {
 		return asError(bad)
@@ -42,7 +45,8 @@ func (t *Transport) SetPolicy(p Policy) error {
 
 // SetHostPolicy replaces the Policy of a pattern given to New with
 // WithHostPolicy, at once and for the requests already waiting: none is
-// dropped or refused for the change. Each live key keeps what it knows:
+// dropped or refused for the change (but for a deadline it puts out of
+// reach: see SetPolicy). Each live key keeps what it knows:
 // its line, its requests on the wire and in-flight slots, its pause, what
 // the server's quota headers told it, and the requests its windows count
 // (a window new to the key counts those it already logged for another,
@@ -90,7 +94,8 @@ func (t *Transport) replace(s *slot, p Policy) {
 }
 
 // repolicy moves the key to p, a replacement of its policy, at now: see
-// SetHostPolicy for what it keeps. The head of its line recomputes.
+// SetHostPolicy for what it keeps. The head of its line recomputes, and
+// those behind it whose wait has an end check it against their turn.
 func (ks *keyState) repolicy(p *policy, now time.Time) {
 	old := ks.pol
 	ks.pol = p
@@ -131,6 +136,17 @@ func (ks *keyState) repolicy(p *policy, now time.Time) {
 	}
 	ks.wins = rewindow(ks.wins, p)
 	ks.wakeHead()
+	if ks.head != nil {
+		// Those behind the head, which sleep until they become it, check
+		// their deadline (or MaxElapsed) against their turn under p: each
+		// counts those ahead of it, once per change.
+		for w := ks.head.next; w != nil; w = w.next {
+			if w.bounded {
+				w.recheck = true
+				poke(w.wake)
+			}
+		}
+	}
 }
 
 // rewindow returns the windows of p for a key, each holding the attempts

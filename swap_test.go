@@ -1,6 +1,7 @@
 package throttle_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -246,4 +247,61 @@ func TestAChangeRefusesNoCostlyRetry(t *testing.T) {
 		require.NoError(t, <-done)
 		assert.Equal(t, 2, calls, "the retry went")
 	})
+}
+
+// A change of Policy that puts a waiting request's turn past its deadline
+// fails it then, with ErrWouldExceedDeadline, as at its arrival, wherever
+// it waits in the line; a request whose deadline its new turn still meets,
+// and one without a deadline, wait and go (regression, found in review 46:
+// behind four others in a queue slowed from 10 to 0.1 a second, its turn
+// now at 50 s, a request with a deadline of 2 s failed at 2 s with "line:
+// context deadline exceeded"; the head already failed at the change).
+func TestAChangeFailsAWaitItPutsPastTheDeadline(t *testing.T) {
+	for _, before := range []int{0, 4} {
+		t.Run(fmt.Sprint(before, " before it"), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := newRecorder()
+				rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 10, Queue: 10}))
+				defer rt.Close()
+				start := time.Now()
+				require.NoError(t, do(t, rt, "http://api.test/first")) // at 0: the next at 100 ms
+				var wg sync.WaitGroup
+				for range before {
+					wg.Go(func() { assert.NoError(t, do(t, rt, "http://api.test/before")) })
+					synctest.Wait()
+				}
+				late := make(chan error, 1)
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					defer cancel()
+					late <- doCtx(t, ctx, rt, "http://api.test/late")
+				}()
+				synctest.Wait()
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
+					defer cancel()
+					assert.NoError(t, doCtx(t, ctx, rt, "http://api.test/patient"))
+				})
+				wg.Go(func() { assert.NoError(t, do(t, rt, "http://api.test/no-deadline")) })
+				synctest.Wait()
+
+				require.NoError(t, rt.SetPolicy(throttle.Policy{Rate: 0.1, Queue: 10}))
+				synctest.Wait()
+				select {
+				case err := <-late:
+					assert.ErrorIs(t, err, throttle.ErrWouldExceedDeadline)
+					if we := (*throttle.WaitError)(nil); assert.ErrorAs(t, err, &we) {
+						assert.Equal(t, throttle.LimitQueue, we.Limit)
+						assert.Equal(t, start.Add(time.Duration(before+1)*10*time.Second), we.Until, "its turn under the new Policy")
+					}
+				default:
+					t.Error("still waiting after the change")
+				}
+				wg.Wait()
+				assert.NotContains(t, base.urls(), "http://api.test/late")
+				assert.Len(t, base.urls(), before+3)
+				assert.EqualValues(t, 1, rt.Stats().Keys["api.test"].RefusedDeadline)
+			})
+		})
+	}
 }
