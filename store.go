@@ -45,6 +45,12 @@ import (
 //     a departure counts from its booking for Per and [WindowMargin] of the
 //     call that booked it: the request reaches the server later than the
 //     departure booked, by how much the Transport cannot know in advance;
+//     the windows count the key's departures, whatever the Windows they
+//     were booked under: after a change of Policy in every Transport (see
+//     [Transport.SetPolicy]), a window of a new N counts those booked
+//     before, and a window of a new Per counts those booked within the
+//     longest Per of the Policy before, from their booking, as a
+//     Transport's own windows count what they logged;
 //   - no departure falls within a pause: after one, departures resume one
 //     every 1/Rate, not in a burst;
 //   - a pace cut by [Slowdown].Pace holds for every Transport, and climbs
@@ -152,6 +158,15 @@ func storeTolerance(p Policy, r rate.Limit, n int) time.Duration {
 		depth = max(1, p.Burst-1)
 	}
 	return spanOf(depth-min(n, depth), r)
+}
+
+// spanOfWindows is the longest Per of ws, for which a key's departures are
+// kept, and their largest N, which a departure counts as at most.
+func spanOfWindows(ws []Window) (per time.Duration, n int) {
+	for _, w := range ws {
+		per, n = max(per, w.Per), max(n, w.N)
+	}
+	return per, n
 }
 
 // spanOf is n intervals at pace r (0 for an unpaced key), saturated.

@@ -31,9 +31,10 @@ type storeKey struct {
 	pause  time.Time  // no departure before this
 	cut    rate.Limit // a pace cut by Slow, climbing back from cutAt
 	cutAt  time.Time
-	cutEnd time.Time          // when it has climbed back to Policy.Rate
-	margin time.Duration      // the longest WindowMargin its windows' departures were booked with
-	wins   map[Window]*runLog // each window's departures, from the Store's epoch: one run each, of its units
+	cutEnd time.Time     // when it has climbed back to Policy.Rate
+	margin time.Duration // the longest WindowMargin its windows' departures were booked with
+	keep   time.Duration // the longest Per of the windows of its latest booking with any
+	wins   runLog        // its windows' departures, from the Store's epoch: one run each, of its units
 }
 
 // NewMemoryStore returns an empty MemoryStore.
@@ -64,11 +65,11 @@ func (s *MemoryStore) Reserve(ctx context.Context, key string, p Policy, n int, 
 	margin := WindowMargin(ctx) // each window's departures count this much longer than Per
 	for _, w := range p.Windows {
 		// Its units must find room among those of the departures kept
-		// (all before it): the oldest leave first.
-		if kw := k.wins[w]; kw != nil {
-			if excess := kw.units() + int64(min(n, w.N)) - int64(w.N); excess > 0 {
-				dep = latest(dep, s.epoch.Add(kw.ageOut(excess)).Add(w.Per).Add(margin))
-			}
+		// (all before it): the oldest leave first. Those that no longer
+		// count in this window (kept for a longer one) are the oldest:
+		// the room they make is behind dep already.
+		if excess := k.wins.units() + int64(min(n, w.N)) - int64(w.N); excess > 0 {
+			dep = latest(dep, s.epoch.Add(k.wins.ageOut(excess)).Add(w.Per).Add(margin))
 		}
 	}
 	res := Reservation{Wait: dep.Sub(now), Paused: k.pause.After(now) && !k.pause.Before(dep)}
@@ -80,14 +81,14 @@ func (s *MemoryStore) Reserve(ctx context.Context, key string, p Policy, n int, 
 	if r > 0 {
 		k.tat = latest(k.tat, dep).Add(spanOf(n, r))
 	}
-	for _, w := range p.Windows {
-		// What departed Per (and the margin) before it never counts
-		// again: every later departure goes after it.
-		kw := k.window(w)
-		kw.prune(s.since(dep) - w.Per - margin)
-		kw.add(s.since(dep), int64(min(n, w.N)))
+	if len(p.Windows) > 0 {
+		// What departed the longest Per (and the margin) before it never
+		// counts again: every later departure goes after it.
+		per, most := spanOfWindows(p.Windows)
+		k.wins.prune(s.since(dep) - per - margin)
+		k.wins.add(s.since(dep), int64(min(n, most)))
+		k.keep, k.margin = per, max(k.margin, margin)
 	}
-	k.margin = max(k.margin, margin)
 	return res, nil
 }
 
@@ -141,24 +142,8 @@ func (k *storeKey) idle(now time.Time, mono time.Duration) bool {
 	if k.tat.After(now) || k.pause.After(now) || k.last.After(now) || k.cutEnd.After(now) {
 		return false
 	}
-	for w, kw := range k.wins {
-		if at, ok := kw.last(); ok && at > mono-w.Per-k.margin {
-			return false
-		}
-	}
-	return true
-}
-
-func (k *storeKey) window(w Window) *runLog {
-	if k.wins == nil {
-		k.wins = map[Window]*runLog{}
-	}
-	kw := k.wins[w]
-	if kw == nil {
-		kw = &runLog{}
-		k.wins[w] = kw
-	}
-	return kw
+	at, ok := k.wins.last()
+	return !ok || at <= mono-k.keep-k.margin
 }
 
 // since is t from the Store's epoch (saturated, as time.Time.Sub).

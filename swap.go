@@ -50,7 +50,9 @@ func (t *Transport) SetPolicy(p Policy) error {
 // its line, its requests on the wire and in-flight slots, its pause, what
 // the server's quota headers told it, and the requests its windows count
 // (a window new to the key counts those it already logged for another,
-// else it counts from the change on). Its pacer takes the new Rate and
+// else it counts from the change on; a Store's shared windows count the
+// departures booked there alike, once every Transport sharing them has
+// the new Policy: see [Store]). Its pacer takes the new Rate and
 // Burst with the tokens it holds (at most the new depth; a key that was
 // unpaced starts with a full bucket, as a new key would); what 429s had cut
 // or taught of its pace starts again under the new Policy. It returns an

@@ -58,26 +58,31 @@
 // 16 bytes of its SHA-256 in hexadecimal, between braces:
 //
 //	throttle:{9f86d081884c7d659a2feaa0c55ad015}
-//	throttle:{9f86d081884c7d659a2feaa0c55ad015}:win:5000:3600000000000
+//	throttle:{9f86d081884c7d659a2feaa0c55ad015}:win
 //
 // The first is a hash (tat, last, pause, cut, cutAt, seq: the bucket's
 // theoretical arrival time, the latest departure, the pause's end, the cut
-// pace and when it was cut, a count of bookings); the others are a sorted
-// set per Window, named by its N and Per (in nanoseconds).
+// pace and when it was cut, a count of bookings); the second, for a key
+// with Windows, a sorted set of their departures, which every window
+// counts with its own N and Per (passed on each call): a window whose N
+// or Per changes keeps counting what was booked before. (Earlier versions
+// kept one set per Window, named by its N and Per,
+// "…:win:5000:3600000000000": such keys are no longer read, and expire
+// within their Per.)
 //
-// Times are microseconds of the Redis server's clock. A window's sorted
+// Times are microseconds of the Redis server's clock. The windows' sorted
 // set keeps one member per departure that may still count, whatever its
 // units: its score is the departure, its name the units of the departures
 // kept up to it and its own ("0000000000001200:5"), so that a booking finds
-// the window's units, and the departure whose units make room for its
-// own, in a few reads (O(log) of the departures kept), and lets go of what
-// departed Per before it. Each script
-// sets its keys' time to live (PEXPIRE) as it writes them: until the state
-// no longer holds any departure (the bucket full again, the pause over,
-// the window's newest departure Per ago, a cut pace climbed back), and a
+// the units kept, and the departure whose units make room for its own in
+// each window, in a few reads (O(log) of the departures kept), and lets go
+// of what departed the longest Per before it. Each script sets its keys'
+// time to live (PEXPIRE) as it writes them: until the state no longer
+// holds any departure (the bucket full again, the pause over, the newest
+// departure the longest Per ago, a cut pace climbed back), and a
 // second more. An idle key thus costs nothing in Redis; a key used again
 // later starts afresh, as it would in memory. A key that someone else
-// wrote (of another type, or a window holding a member not of the
+// wrote (of another type, or the windows' set holding a member not of the
 // scripts') is dropped by the next script that reads it, and starts
 // afresh too: one key's bad value concerns that key alone. An error reply
 // about one call (not one that says Redis cannot serve any: LOADING,

@@ -3,14 +3,13 @@ package redisstore
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"strconv"
 
 	"github.com/throttlehttp/throttle"
 )
 
 // This file holds the names of a partition key's Redis keys: its hash, and
-// one sorted set per Window, all under one hash tag made of a digest of the
-// partition key, never of the key itself.
+// the sorted set of its windows' departures, both under one hash tag made
+// of a digest of the partition key, never of the key itself.
 
 // tag is the hash tag of key: "{" and the first 16 bytes of its SHA-256 in
 // hexadecimal, and "}". A partition key may hold a credential (an API
@@ -27,15 +26,17 @@ func tag(key string) string {
 	return string(b[:])
 }
 
-// keys returns the Redis keys of key under p: its hash first
-// ("throttle:{…}"), then the sorted set of each of p's Windows
-// ("throttle:{…}:win:5000:3600000000000", N and Per in nanoseconds).
+// keys returns the Redis keys of key under p: its hash ("throttle:{…}"),
+// then, if p has Windows, the sorted set of their departures
+// ("throttle:{…}:win"). The set is named by neither N nor Per, which are
+// passed on every call: its windows keep counting what they logged when
+// they change (found in review 46: named by both, "…:win:10:60000000000",
+// a window grown from 10 to 20 a minute in every process started empty,
+// and 30 went within a minute).
 func (s *Store) keys(key string, p throttle.Policy) []string {
 	base := s.cfg.prefix + tag(key)
-	out := make([]string, 1, 1+len(p.Windows))
-	out[0] = base
-	for _, w := range p.Windows {
-		out = append(out, base+":win:"+strconv.Itoa(w.N)+":"+strconv.FormatInt(int64(w.Per), 10))
+	if len(p.Windows) == 0 {
+		return []string{base}
 	}
-	return out
+	return []string{base, base + ":win"}
 }

@@ -1,11 +1,13 @@
 -- Reserve books the key's next departure, of n units (after common.lua).
 --
--- KEYS[1+i]            the sorted set of window i: its departures that may
---                      still count, one member each whatever its units
---                      (score: the departure; member: "cum:units", the units
---                      of it and of every departure before it in the set,
+-- KEYS[2]              (with windows) the sorted set of the key's
+--                      departures that may still count in one of its
+--                      windows, one member each whatever its units (score:
+--                      the departure; member: "cum:units", the units of it
+--                      and of every departure before it in the set,
 --                      zero-padded so that members of one score sort in
---                      order, then its own)
+--                      order, then its own): every window counts them,
+--                      whatever the windows they were booked under
 -- ARGV[4]              maxWait (µs): a departure further from now is not booked
 -- ARGV[5]              n, the units of the departure (>= 1)
 -- ARGV[4+2i], [5+2i]   window i's N, and its Per (µs), with the margin
@@ -75,48 +77,60 @@ if r > 0 then
 	local held = math.min(units, depth + 1)
 	dep = math.max(dep, tat - tolerance(r) + (held - 1) * 1e6 / r)
 end
-local newest = {} -- each window's newest cum: 0 when it holds none
--- room finds how late window i lets the departure go, from dep.
-local function room(i, dep)
-	local n, per = tonumber(ARGV[2 * i + 2]), tonumber(ARGV[2 * i + 3])
-	newest[i] = 0
-	local first = redis.call('ZRANGE', KEYS[i], 0, 0)
+local win = KEYS[2]
+local wins = (#ARGV - 5) / 2
+-- The departures kept, oldest first: the units before the first (base),
+-- up to the first (oldest) and up to the last (newest); all 0 when none is.
+local base, oldest, newest = 0, 0, 0
+local function kept()
+	local first = redis.call('ZRANGE', win, 0, 0)
 	if first[1] then
-		-- Its units must find room among those of the departures kept (all
-		-- before it): the oldest leave first, so it goes Per after the one
-		-- that holds the excess's last unit (found by halving the ranks).
 		local c, u = member(first[1])
-		local base = c - u
-		newest[i] = cumAt(KEYS[i], -1)
-		local excess = newest[i] - base + math.min(units, n) - n
-		if excess > 0 then
-			local lo, hi = 0, redis.call('ZCARD', KEYS[i]) - 1
-			if c >= base + excess then
-				hi = 0
-			end
-			while lo < hi do
-				local mid = math.floor((lo + hi) / 2)
-				if cumAt(KEYS[i], mid) >= base + excess then
-					hi = mid
-				else
-					lo = mid + 1
-				end
-			end
-			local at = redis.call('ZRANGE', KEYS[i], lo, lo, 'WITHSCORES')
-			dep = math.max(dep, tonumber(at[2]) + per)
+		base, oldest, newest = c - u, c, cumAt(win, -1)
+	end
+end
+-- room finds how late a window of n per per lets the departure go, from
+-- dep. Its units must find room among those of the departures kept (all
+-- before it): the oldest leave first, so it goes Per after the one that
+-- holds the excess's last unit (found by halving the ranks). Those that no
+-- longer count in this window (kept for a longer one) are the oldest: the
+-- room they make is behind dep already.
+local function room(n, per, dep)
+	local excess = newest - base + math.min(units, n) - n
+	if excess <= 0 then
+		return dep
+	end
+	local lo, hi = 0, redis.call('ZCARD', win) - 1
+	if oldest >= base + excess then
+		hi = 0
+	end
+	while lo < hi do
+		local mid = math.floor((lo + hi) / 2)
+		if cumAt(win, mid) >= base + excess then
+			hi = mid
+		else
+			lo = mid + 1
 		end
 	end
-	return dep
+	local at = redis.call('ZRANGE', win, lo, lo, 'WITHSCORES')
+	return math.max(dep, tonumber(at[2]) + per)
 end
-for i = 2, #KEYS do
-	local ok, d = pcall(room, i, dep)
+if win then
+	local ok, d = pcall(function()
+		kept()
+		local d = dep
+		for i = 1, wins do
+			d = room(tonumber(ARGV[4 + 2 * i]), tonumber(ARGV[5 + 2 * i]), d)
+		end
+		return d
+	end)
 	if ok then
 		dep = d
 	else
-		-- A window that holds a member not of the script's is dropped,
-		-- as a key of another type is (see common.lua).
-		redis.call('DEL', KEYS[i])
-		newest[i] = 0
+		-- A set that holds a member not of the script's is dropped, as a
+		-- key of another type is (see common.lua).
+		redis.call('DEL', win)
+		base, newest = 0, 0
 	end
 end
 
@@ -134,17 +148,22 @@ if r > 0 then
 	tat = math.max(tat, dep) + units * 1e6 / r
 end
 seq = seq + 1
-for i = 2, #KEYS do
-	local n, per = tonumber(ARGV[2 * i + 2]), tonumber(ARGV[2 * i + 3])
-	-- What departed Per before this one never counts again: every later
-	-- departure goes after it.
-	redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', num(dep - per))
-	local u = math.min(units, n)
-	if newest[i] + u > 2 ^ 52 then
-		newest[i] = rebase(KEYS[i])
+if win then
+	-- What departed the longest Per before this one never counts again:
+	-- every later departure goes after it. The departure counts as at most
+	-- the largest N.
+	local keep, most = 0, 0
+	for i = 1, wins do
+		most = math.max(most, tonumber(ARGV[4 + 2 * i]))
+		keep = math.max(keep, tonumber(ARGV[5 + 2 * i]))
 	end
-	redis.call('ZADD', KEYS[i], num(dep), name(newest[i] + u, u))
-	expire(KEYS[i], dep + per)
+	redis.call('ZREMRANGEBYSCORE', win, '-inf', num(dep - keep))
+	local u = math.min(units, most)
+	if newest + u > 2 ^ 52 then
+		newest = rebase(win)
+	end
+	redis.call('ZADD', win, num(dep), name(newest + u, u))
+	expire(win, dep + keep)
 end
 save()
 return {1, wait, paused}

@@ -48,9 +48,8 @@ func policyArgs(p throttle.Policy, rest int) []any {
 
 // reserveArgs are the arguments of reserve.lua: a departure of n units,
 // its windows' departures counting margin beyond their Per (see
-// throttle.WindowMargin). The windows' Redis keys are named by their N and
-// Per without it (see keys), so that Transports whose margins differ share
-// them.
+// throttle.WindowMargin). The windows' Redis key is named by neither (see
+// keys), so that Transports whose margins or windows differ share it.
 func reserveArgs(p throttle.Policy, n int, maxWait, margin time.Duration) []any {
 	args := append(policyArgs(p, 2+2*len(p.Windows)), micros(maxWait), n)
 	for _, w := range p.Windows {

@@ -75,6 +75,7 @@ var Tests = []Test{
 	{"BucketCostBeyondDepth", testBucketCostBeyondDepth},
 	{"QueueCost", testQueueCost},
 	{"WindowCost", testWindowCost},
+	{"WindowAcrossAChange", testWindowAcrossAChange},
 	{"MaxWait", testMaxWait},
 	{"WaitSaturates", testWaitSaturates},
 	{"Pause", testPause},
@@ -193,6 +194,29 @@ func testWindowCost(t *testing.T, s throttle.Store, c Clock) {
 	p := throttle.Policy{Windows: []throttle.Window{{N: 5, Per: c.d(time.Second)}}}
 	got := costly(t, s, "window-cost", p, 3, 2, 4, 1, 1, 5, 2)
 	near(t, c, got, func(i int) time.Duration { return c.d(time.Second * time.Duration([]int{0, 0, 1, 1, 2, 3, 4}[i])) })
+}
+
+// testWindowAcrossAChange: a key's windows count its departures whatever
+// the Windows they were booked under (a Policy replaced in every
+// Transport): after 3 of a window of 3 a second, a window of 5 a second
+// lets 2 more go at once and the next a second later, one of 2 a second
+// lets the next go a second later, and one of 3 every 2 seconds 2 seconds
+// later.
+func testWindowAcrossAChange(t *testing.T, s throttle.Store, c Clock) {
+	per := c.d(time.Second)
+	for _, tc := range []struct {
+		to   throttle.Window
+		want []time.Duration
+	}{
+		{throttle.Window{N: 5, Per: per}, []time.Duration{0, 0, per}},
+		{throttle.Window{N: 2, Per: per}, []time.Duration{per}},
+		{throttle.Window{N: 3, Per: 2 * per}, []time.Duration{2 * per}},
+	} {
+		key := "window-change " + tc.to.String()
+		waits(t, s, key, throttle.Policy{Windows: []throttle.Window{{N: 3, Per: per}}}, 3)
+		got := waits(t, s, key, throttle.Policy{Windows: []throttle.Window{tc.to}}, len(tc.want))
+		near(t, c, got, func(i int) time.Duration { return tc.want[i] })
+	}
 }
 
 // testMaxWait: a departure later than maxWait is not booked: asking again

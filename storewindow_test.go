@@ -1,0 +1,133 @@
+package throttle_test
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlehttp/throttle"
+)
+
+// mostWithin is the most of times that any interval of length per holds.
+func mostWithin(times []time.Duration, per time.Duration) int {
+	ts := slices.Clone(times)
+	slices.Sort(ts)
+	most, j := 0, 0
+	for i := range ts {
+		for ts[i]-ts[j] >= per {
+			j++
+		}
+		most = max(most, i-j+1)
+	}
+	return most
+}
+
+// mostWithinAfter is the most of times (in the order of sending) that an
+// interval of length per holds with one of times[from:] in it: what the
+// sends from the from-th on put in a window, with those before them.
+func mostWithinAfter(times []time.Duration, per time.Duration, from int) int {
+	most := 0
+	for _, last := range times[from:] {
+		n := 0
+		for _, at := range times {
+			if at <= last && at > last-per {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
+// farServer is a server that a request reaches way after its sending, and
+// whose answer takes as long back. It logs the arrivals, from start, on a
+// log that several share.
+type farServer struct {
+	way time.Duration
+	log *arrivalLog
+}
+
+type arrivalLog struct {
+	mu    sync.Mutex
+	start time.Time
+	at    []time.Duration
+}
+
+func (s farServer) RoundTrip(req *http.Request) (*http.Response, error) {
+	time.Sleep(s.way)
+	s.log.mu.Lock()
+	s.log.at = append(s.log.at, time.Since(s.log.start))
+	s.log.mu.Unlock()
+	time.Sleep(s.way)
+	return reply(req, http.StatusOK), nil
+}
+
+// since is the arrivals from the time from on.
+func (l *arrivalLog) since(from time.Duration) []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []time.Duration
+	for _, at := range l.at {
+		if at >= from {
+			out = append(out, at)
+		}
+	}
+	return out
+}
+
+// A window shared through a Store keeps counting what its departures
+// logged across a change of Policy in every Transport, as a Transport's
+// own windows do (TestSetHostPolicyKeepsTheWindowsCount): two Transports
+// share 10 a minute, the first sends 10, then both move to the new window,
+// and the second sends as many as it allows at once. No interval of the
+// new Per that holds one of the second's sends holds more than the new N.
+// Regression, found in review 46: the Store kept a
+// log per window named by its N and Per, so the new window started empty:
+// 30 went within a minute of a window grown to 20, 15 of one shrunk to 5,
+// and 20 within two minutes of one stretched to 10 every two minutes.
+func TestASharedWindowKeepsCountingAcrossAChange(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		to   throttle.Window
+	}{
+		{"grown", throttle.Window{N: 20, Per: time.Minute}},
+		{"shrunk", throttle.Window{N: 5, Per: time.Minute}},
+		{"longer", throttle.Window{N: 10, Per: 2 * time.Minute}},
+		{"shorter", throttle.Window{N: 10, Per: 30 * time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := throttle.NewMemoryStore()
+				base := newRecorder()
+				var rts []*throttle.Transport
+				for range 2 {
+					rt := throttle.New(base, throttle.WithStore(store),
+						throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 10, Per: time.Minute}}}))
+					defer rt.Close()
+					rts = append(rts, rt)
+				}
+				for i := range 10 {
+					require.NoError(t, do(t, rts[0], fmt.Sprint("http://api.test/a", i)))
+				}
+				for _, rt := range rts {
+					require.NoError(t, rt.SetPolicy(throttle.Policy{Windows: []throttle.Window{tc.to}}))
+				}
+				var wg sync.WaitGroup
+				for i := range tc.to.N {
+					wg.Go(func() { assert.NoError(t, do(t, rts[1], fmt.Sprint("http://api.test/b", i))) })
+				}
+				wg.Wait()
+				times := base.times()
+				require.Len(t, times, 10+tc.to.N)
+				assert.LessOrEqual(t, mostWithinAfter(times, tc.to.Per, 10), tc.to.N, "sent within one Per of the new window: %v", times)
+			})
+		})
+	}
+}
