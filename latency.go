@@ -64,11 +64,18 @@ func (l *latency) jitter() time.Duration {
 	return 4 * l.rttvar
 }
 
-// bound is about the longest a round trip takes: srtt + 4·rttvar, zero
-// before the first.
+// bound is about the longest a round trip takes: srtt + 4·rttvar, and
+// before the first, initialProbeWait, as cautious as TCP's first
+// retransmission timeout. It is how much longer than Per a window's
+// departure booked through a Store counts (see Transport.book): zero
+// before the first answer, a key whose requests took 190 ms to reach the
+// server had them counted for Per alone, and a request of another
+// Transport, 1 ms from the server, went Per and 2 ms after them: 11 of a
+// window of 10 reached the server within one Per (found in review 46).
+// The caution costs a key at most a second in its windows' first Per.
 func (l *latency) bound() time.Duration {
 	if l.samples == 0 {
-		return 0
+		return initialProbeWait
 	}
 	return l.srtt + 4*l.rttvar
 }

@@ -131,3 +131,41 @@ func TestASharedWindowKeepsCountingAcrossAChange(t *testing.T) {
 		})
 	}
 }
+
+// A Transport that has had no answer yet on a key books its window
+// departures through a Store with a cautious margin, a second (as TCP's
+// first retransmission timeout), not with none: A's requests take 190 ms
+// to reach the server and it has booked the whole window of 10 every
+// 10 s; B, whose requests take 1 ms, has had no answer yet, and its first
+// departure goes Per and a second after A's. Regression, found in review
+// 46: booked with a margin of 0, it went Per after A's, and 11 of the
+// window reached the server within one Per.
+func TestASharedWindowCountsAMarginBeforeTheFirstAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := throttle.NewMemoryStore()
+		log := &arrivalLog{start: time.Now()}
+		w := throttle.Window{N: 10, Per: 10 * time.Second}
+		pol := throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{w}})
+		a := throttle.New(farServer{190 * time.Millisecond, log}, pol, throttle.WithStore(store))
+		b := throttle.New(farServer{time.Millisecond, log}, pol, throttle.WithStore(store))
+		defer a.Close()
+		defer b.Close()
+		for range 3 { // A learns its round trip; then the window empties
+			require.NoError(t, do(t, a, "http://api.test/warm"))
+		}
+		time.Sleep(time.Minute)
+		from := time.Since(log.start)
+		var wg sync.WaitGroup
+		for i := range w.N {
+			wg.Go(func() { assert.NoError(t, do(t, a, fmt.Sprint("http://api.test/a", i))) })
+		}
+		synctest.Wait()
+		start := time.Now()
+		require.NoError(t, do(t, b, "http://api.test/b"))
+		wg.Wait()
+		arrived := log.since(from)
+		require.Len(t, arrived, w.N+1)
+		assert.LessOrEqual(t, mostWithin(arrived, w.Per), w.N, "reached the server within one Per: %v", arrived)
+		assert.Equal(t, w.Per+time.Second+2*time.Millisecond, time.Since(start), "B's first request: a second past Per, and its round trip")
+	})
+}
