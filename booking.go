@@ -112,7 +112,7 @@ func (t *Transport) reserve(ctx context.Context, ks *keyState, w *waiter, p Poli
 	stop := context.AfterFunc(t.closing, cancel)
 	defer stop()
 	if len(p.Windows) > 0 {
-		ctx = context.WithValue(ctx, marginKey{}, margin)
+		ctx = ContextWithWindowMargin(ctx, margin)
 	}
 	start := time.Now()
 	res, err := t.cfg.store.Reserve(ctx, ks.key, p, w.cost, maxWait)

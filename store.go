@@ -43,8 +43,12 @@ import (
 //   - no more than N units depart in any interval of length Per, for each
 //     of the Policy's Windows (a departure of more than N units counts as N);
 //     a departure counts from its booking for Per and [WindowMargin] of the
-//     call that booked it: the request reaches the server later than the
-//     departure booked, by how much the Transport cannot know in advance;
+//     call that booked it, whatever the margin of a later call: the
+//     request reaches the server later than the departure booked, by how
+//     much the Transport that booked it cannot know in advance (a Store
+//     may count it longer, until one booked before it stops counting,
+//     when its log must stay in the order of booking, as Redis's sorted
+//     set does);
 //     the windows count the key's departures, whatever the Windows they
 //     were booked under: after a change of Policy in every Transport (see
 //     [Transport.SetPolicy]), a window of a new N counts those booked
@@ -79,18 +83,28 @@ type Store interface {
 // the Transport's wake-up, the request's trip: up to the key's round trip,
 // as a window of the Transport's own counts each request until its
 // answer), so that departures more than Per apart never reach the server
-// within one Per. A Transport sets it on the
-// context it passes; a Store reads it (0 when not set). Counted for
-// Per alone, departures sent at once at a window's start and at its end,
-// whose trips differed by tens of milliseconds, reached the server as more
-// than N within one Per (found in review: 57-60 of a window of 50 a
-// second, two Transports whose requests took 0-30 ms to arrive).
+// within one Per. A Transport sets it on the context it passes (a second
+// before the key's first answer, when its trip is not known yet); a Store
+// reads it (0 when not set) and counts each departure with the margin of
+// the call that booked it. Counted for Per alone, departures sent at once
+// at a window's start and at its end, whose trips differed by tens of
+// milliseconds, reached the server as more than N within one Per (found in
+// review: 57-60 of a window of 50 a second, two Transports whose requests
+// took 0-30 ms to arrive).
 func WindowMargin(ctx context.Context) time.Duration {
 	m, _ := ctx.Value(marginKey{}).(time.Duration)
 	return max(m, 0)
 }
 
 type marginKey struct{}
+
+// ContextWithWindowMargin returns a copy of ctx that carries margin, for
+// [WindowMargin] to read: what a Transport sets on the context it passes
+// to [Store].Reserve. A Store's own tests (package storetest) book with it
+// as Transports would.
+func ContextWithWindowMargin(ctx context.Context, margin time.Duration) context.Context {
+	return context.WithValue(ctx, marginKey{}, margin)
+}
 
 // Reservation is a departure booked by a [Store].
 type Reservation struct {

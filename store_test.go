@@ -414,8 +414,11 @@ func (s *burstStore) Slow(context.Context, string, throttle.Policy, throttle.Slo
 
 // TestMemoryStoreChangesNothingAlone: one Transport with a MemoryStore of
 // its own sends exactly when it would without one, for every kind of
-// Policy: the Store's arithmetic and the Transport's own do not drift
-// apart.
+// Policy, once its key has had an answer: the Store's arithmetic and the
+// Transport's own do not drift apart. (Before its first answer, a
+// window's departure booked through a Store counts a second past Per, for
+// the request's trip, which the Transport does not know yet: see
+// TestASharedWindowCountsAMarginBeforeTheFirstAnswer.)
 func TestMemoryStoreChangesNothingAlone(t *testing.T) {
 	tests := []struct {
 		name string
@@ -440,6 +443,8 @@ func TestMemoryStoreChangesNothingAlone(t *testing.T) {
 					}
 					rt := throttle.New(base, opts...)
 					defer rt.Close()
+					require.NoError(t, do(t, rt, "http://api.example/first"))
+					time.Sleep(time.Minute) // its windows empty again
 					var wg sync.WaitGroup
 					for range 8 {
 						wg.Go(func() {
@@ -452,7 +457,7 @@ func TestMemoryStoreChangesNothingAlone(t *testing.T) {
 					runs[i] = base.times()
 				})
 			}
-			require.Len(t, runs[1], 200)
+			require.Len(t, runs[1], 201)
 			assert.Equal(t, runs[0], runs[1])
 		})
 	}

@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -32,9 +33,8 @@ type storeKey struct {
 	cut    rate.Limit // a pace cut by Slow, climbing back from cutAt
 	cutAt  time.Time
 	cutEnd time.Time     // when it has climbed back to Policy.Rate
-	margin time.Duration // the longest WindowMargin its windows' departures were booked with
 	keep   time.Duration // the longest Per of the windows of its latest booking with any
-	wins   runLog        // its windows' departures, from the Store's epoch: one run each, of its units
+	wins   runLog        // its windows' departures (see Reserve), from the Store's epoch: one run each, of its units
 }
 
 // NewMemoryStore returns an empty MemoryStore.
@@ -62,14 +62,13 @@ func (s *MemoryStore) Reserve(ctx context.Context, key string, p Policy, n int, 
 	if r > 0 {
 		dep = latest(dep, k.tat.Add(-storeTolerance(p, r, n)))
 	}
-	margin := WindowMargin(ctx) // each window's departures count this much longer than Per
 	for _, w := range p.Windows {
 		// Its units must find room among those of the departures kept
 		// (all before it): the oldest leave first. Those that no longer
 		// count in this window (kept for a longer one) are the oldest:
 		// the room they make is behind dep already.
 		if excess := k.wins.units() + int64(min(n, w.N)) - int64(w.N); excess > 0 {
-			dep = latest(dep, s.epoch.Add(k.wins.ageOut(excess)).Add(w.Per).Add(margin))
+			dep = latest(dep, s.epoch.Add(k.wins.ageOut(excess)).Add(w.Per))
 		}
 	}
 	res := Reservation{Wait: dep.Sub(now), Paused: k.pause.After(now) && !k.pause.Before(dep)}
@@ -82,12 +81,19 @@ func (s *MemoryStore) Reserve(ctx context.Context, key string, p Policy, n int, 
 		k.tat = latest(k.tat, dep).Add(spanOf(n, r))
 	}
 	if len(p.Windows) > 0 {
-		// What departed the longest Per (and the margin) before it never
-		// counts again: every later departure goes after it.
+		// Logged at its booking and the margin of the call that booked
+		// it, it counts for Per from then (regression, found in review
+		// 46: every departure counted for the margin of the call asking
+		// now, and one booked by a Transport whose requests took 1 ms to
+		// arrive went Per and 2 ms after another's whose took 190 ms: 11
+		// of a window of 10 reached the server within one Per). What
+		// counts no longer, the longest Per before it, never counts
+		// again: every later departure goes after it.
 		per, most := spanOfWindows(p.Windows)
-		k.wins.prune(s.since(dep) - per - margin)
-		k.wins.add(s.since(dep), int64(min(n, most)))
-		k.keep, k.margin = per, max(k.margin, margin)
+		at := s.since(dep)
+		k.wins.prune(at - per)
+		k.wins.add(at+min(WindowMargin(ctx), math.MaxInt64-at), int64(min(n, most))) // saturated, as since
+		k.keep = per
 	}
 	return res, nil
 }
@@ -143,7 +149,7 @@ func (k *storeKey) idle(now time.Time, mono time.Duration) bool {
 		return false
 	}
 	at, ok := k.wins.last()
-	return !ok || at <= mono-k.keep-k.margin
+	return !ok || at <= mono-k.keep
 }
 
 // since is t from the Store's epoch (saturated, as time.Time.Sub).

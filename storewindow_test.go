@@ -132,14 +132,53 @@ func TestASharedWindowKeepsCountingAcrossAChange(t *testing.T) {
 	}
 }
 
+// A window's departure booked through a Store counts for Per and the
+// margin of the Transport that booked it (see throttle.WindowMargin), not
+// of the one asking now: A's requests take 190 ms to reach the server (a
+// round trip of 380 ms, its margin), B's 1 ms; A books the whole window of
+// 10 every 10 s, and B's next departure goes Per and A's margin after A's,
+// so that A's slow requests and B's fast one never reach the server within
+// one Per. Regression, found in review 46: the Store counted every
+// departure for the margin of the call asking now, B's 2 ms, and 11 of a
+// window of 10 reached the server within one Per.
+func TestASharedWindowCountsEachDepartureForItsOwnMargin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := throttle.NewMemoryStore()
+		log := &arrivalLog{start: time.Now()}
+		w := throttle.Window{N: 10, Per: 10 * time.Second}
+		pol := throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{w}})
+		a := throttle.New(farServer{190 * time.Millisecond, log}, pol, throttle.WithStore(store))
+		b := throttle.New(farServer{time.Millisecond, log}, pol, throttle.WithStore(store))
+		defer a.Close()
+		defer b.Close()
+		for range 3 { // each learns its round trip; then the window empties
+			require.NoError(t, do(t, a, "http://api.test/warm"))
+			require.NoError(t, do(t, b, "http://api.test/warm"))
+		}
+		time.Sleep(time.Minute)
+		from := time.Since(log.start)
+		var wg sync.WaitGroup
+		for i := range w.N {
+			wg.Go(func() { assert.NoError(t, do(t, a, fmt.Sprint("http://api.test/a", i))) })
+		}
+		synctest.Wait()
+		require.NoError(t, do(t, b, "http://api.test/b"))
+		wg.Wait()
+		arrived := log.since(from)
+		require.Len(t, arrived, w.N+1)
+		assert.LessOrEqual(t, mostWithin(arrived, w.Per), w.N, "reached the server within one Per: %v", arrived)
+	})
+}
+
 // A Transport that has had no answer yet on a key books its window
 // departures through a Store with a cautious margin, a second (as TCP's
-// first retransmission timeout), not with none: A's requests take 190 ms
-// to reach the server and it has booked the whole window of 10 every
-// 10 s; B, whose requests take 1 ms, has had no answer yet, and its first
-// departure goes Per and a second after A's. Regression, found in review
-// 46: booked with a margin of 0, it went Per after A's, and 11 of the
-// window reached the server within one Per.
+// first retransmission timeout), not with none: A, whose requests take
+// 190 ms to reach the server, books the whole window of 10 every 10 s
+// before its first answer; B, whose requests take 1 ms, goes Per and a
+// second after A's departures. Regression, found in review 46: booked with
+// a margin of 0 (and counted with the asking call's, B's 2 ms, until the
+// Store counted each departure with its own), B's went Per and 2 ms after
+// them, and 11 of the window reached the server within one Per.
 func TestASharedWindowCountsAMarginBeforeTheFirstAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := throttle.NewMemoryStore()
@@ -150,8 +189,8 @@ func TestASharedWindowCountsAMarginBeforeTheFirstAnswer(t *testing.T) {
 		b := throttle.New(farServer{time.Millisecond, log}, pol, throttle.WithStore(store))
 		defer a.Close()
 		defer b.Close()
-		for range 3 { // A learns its round trip; then the window empties
-			require.NoError(t, do(t, a, "http://api.test/warm"))
+		for range 3 { // B learns its round trip; then the window empties
+			require.NoError(t, do(t, b, "http://api.test/warm"))
 		}
 		time.Sleep(time.Minute)
 		from := time.Since(log.start)
@@ -166,6 +205,6 @@ func TestASharedWindowCountsAMarginBeforeTheFirstAnswer(t *testing.T) {
 		arrived := log.since(from)
 		require.Len(t, arrived, w.N+1)
 		assert.LessOrEqual(t, mostWithin(arrived, w.Per), w.N, "reached the server within one Per: %v", arrived)
-		assert.Equal(t, w.Per+time.Second+2*time.Millisecond, time.Since(start), "B's first request: a second past Per, and its round trip")
+		assert.Equal(t, w.Per+time.Second+2*time.Millisecond, time.Since(start), "B's request: a second past Per, and its round trip")
 	})
 }

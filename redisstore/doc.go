@@ -72,7 +72,9 @@
 //
 // Times are microseconds of the Redis server's clock. The windows' sorted
 // set keeps one member per departure that may still count, whatever its
-// units: its score is the departure, its name the units of the departures
+// units: its score is the departure and the margin it counts beyond Per
+// (see [throttle.WindowMargin]; never below the newest score, so that the
+// set stays in the order of booking), its name the units of the departures
 // kept up to it and its own ("0000000000001200:5"), so that a booking finds
 // the units kept, and the departure whose units make room for its own in
 // each window, in a few reads (O(log) of the departures kept), and lets go

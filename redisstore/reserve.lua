@@ -3,15 +3,17 @@
 -- KEYS[2]              (with windows) the sorted set of the key's
 --                      departures that may still count in one of its
 --                      windows, one member each whatever its units (score:
---                      the departure; member: "cum:units", the units of it
---                      and of every departure before it in the set,
---                      zero-padded so that members of one score sort in
---                      order, then its own): every window counts them,
---                      whatever the windows they were booked under
+--                      the departure and the margin it counts beyond Per;
+--                      member: "cum:units", the units of it and of every
+--                      departure before it in the set, zero-padded so that
+--                      members of one score sort in order, then its own):
+--                      every window counts them, whatever the windows they
+--                      were booked under
 -- ARGV[4]              maxWait (µs): a departure further from now is not booked
 -- ARGV[5]              n, the units of the departure (>= 1)
--- ARGV[4+2i], [5+2i]   window i's N, and its Per (µs), with the margin
---                      (throttle.WindowMargin) its departures count beyond it
+-- ARGV[6]              the margin (µs, throttle.WindowMargin) the departure
+--                      counts beyond each window's Per
+-- ARGV[5+2i], [6+2i]   window i's N, and its Per (µs)
 -- returns {booked (0 or 1), wait (µs, rounded up; at most the longest
 -- time.Duration), paused (0 or 1)}
 
@@ -78,23 +80,26 @@ if r > 0 then
 	dep = math.max(dep, tat - tolerance(r) + (held - 1) * 1e6 / r)
 end
 local win = KEYS[2]
-local wins = (#ARGV - 5) / 2
+local wins = (#ARGV - 6) / 2
 -- The departures kept, oldest first: the units before the first (base),
--- up to the first (oldest) and up to the last (newest); all 0 when none is.
-local base, oldest, newest = 0, 0, 0
+-- up to the first (oldest) and up to the last (newest), and the last's
+-- score (top); all 0 when none is.
+local base, oldest, newest, top = 0, 0, 0, 0
 local function kept()
 	local first = redis.call('ZRANGE', win, 0, 0)
 	if first[1] then
 		local c, u = member(first[1])
-		base, oldest, newest = c - u, c, cumAt(win, -1)
+		local last = redis.call('ZRANGE', win, -1, -1, 'WITHSCORES')
+		base, oldest, newest, top = c - u, c, member(last[1]), tonumber(last[2])
 	end
 end
 -- room finds how late a window of n per per lets the departure go, from
 -- dep. Its units must find room among those of the departures kept (all
 -- before it): the oldest leave first, so it goes Per after the one that
--- holds the excess's last unit (found by halving the ranks). Those that no
--- longer count in this window (kept for a longer one) are the oldest: the
--- room they make is behind dep already.
+-- holds the excess's last unit (found by halving the ranks), whose score
+-- holds its own margin. Those that no longer count in this window (kept
+-- for a longer one) are the oldest: the room they make is behind dep
+-- already.
 local function room(n, per, dep)
 	local excess = newest - base + math.min(units, n) - n
 	if excess <= 0 then
@@ -120,7 +125,7 @@ if win then
 		kept()
 		local d = dep
 		for i = 1, wins do
-			d = room(tonumber(ARGV[4 + 2 * i]), tonumber(ARGV[5 + 2 * i]), d)
+			d = room(tonumber(ARGV[5 + 2 * i]), tonumber(ARGV[6 + 2 * i]), d)
 		end
 		return d
 	end)
@@ -130,7 +135,7 @@ if win then
 		-- A set that holds a member not of the script's is dropped, as a
 		-- key of another type is (see common.lua).
 		redis.call('DEL', win)
-		base, newest = 0, 0
+		base, oldest, newest, top = 0, 0, 0, 0
 	end
 end
 
@@ -149,21 +154,30 @@ if r > 0 then
 end
 seq = seq + 1
 if win then
-	-- What departed the longest Per before this one never counts again:
-	-- every later departure goes after it. The departure counts as at most
-	-- the largest N.
+	-- The departure counts for Per from its score: its booking and the
+	-- margin of this call, the one that booked it (regression, found in
+	-- review 46: every member counted for the margin of the call asking
+	-- now, and a departure booked by a process whose requests took 1 ms
+	-- to arrive went Per and 2 ms after another's whose took 150 ms: 11 of
+	-- a window of 10 reached the server within one Per). A score is never
+	-- below the newest, so that the members' order by score stays that of
+	-- their units: a departure counts at least as long as any booked
+	-- before it, by up to the difference of their margins. It counts as
+	-- at most the largest N. What counts no longer, the longest Per before
+	-- it, never counts again: every later departure goes after it.
 	local keep, most = 0, 0
 	for i = 1, wins do
-		most = math.max(most, tonumber(ARGV[4 + 2 * i]))
-		keep = math.max(keep, tonumber(ARGV[5 + 2 * i]))
+		most = math.max(most, tonumber(ARGV[5 + 2 * i]))
+		keep = math.max(keep, tonumber(ARGV[6 + 2 * i]))
 	end
+	local score = math.max(dep + tonumber(ARGV[6]), top)
 	redis.call('ZREMRANGEBYSCORE', win, '-inf', num(dep - keep))
 	local u = math.min(units, most)
 	if newest + u > 2 ^ 52 then
 		newest = rebase(win)
 	end
-	redis.call('ZADD', win, num(dep), name(newest + u, u))
-	expire(win, dep + keep)
+	redis.call('ZADD', win, num(score), name(newest + u, u))
+	expire(win, score + keep)
 end
 save()
 return {1, wait, paused}

@@ -47,13 +47,13 @@ func policyArgs(p throttle.Policy, rest int) []any {
 }
 
 // reserveArgs are the arguments of reserve.lua: a departure of n units,
-// its windows' departures counting margin beyond their Per (see
-// throttle.WindowMargin). The windows' Redis key is named by neither (see
+// counting margin beyond each window's Per (see throttle.WindowMargin),
+// and the windows. The windows' Redis key is named by none of them (see
 // keys), so that Transports whose margins or windows differ share it.
 func reserveArgs(p throttle.Policy, n int, maxWait, margin time.Duration) []any {
-	args := append(policyArgs(p, 2+2*len(p.Windows)), micros(maxWait), n)
+	args := append(policyArgs(p, 3+2*len(p.Windows)), micros(maxWait), n, microsUp(margin))
 	for _, w := range p.Windows {
-		args = append(args, w.N, microsUp(w.Per+margin))
+		args = append(args, w.N, microsUp(w.Per))
 	}
 	return args
 }

@@ -124,3 +124,62 @@ func TestASharedWindowKeepsCountingAcrossAChange(t *testing.T) {
 		t.Errorf("%d of the second's 20 refused for their deadline, want 10", refused)
 	}
 }
+
+// TestASharedWindowCountsEachDepartureForItsOwnMargin: a window's
+// departure booked through Redis counts for Per and the margin of the
+// Transport that booked it (see throttle.WindowMargin), not of the one
+// asking now: A's requests take 150 ms to reach the server (a round trip
+// of 300 ms, its margin), B's 1 ms; A books the whole window of 10 a
+// second, and B's next departure goes Per and A's margin after A's, so
+// that A's slow requests and B's fast one never reach the server within
+// one Per. Regression, found in review 46: the script counted every
+// departure for the margin of the call asking now, B's few ms, and 11 of
+// the window reached the server within one Per.
+func TestASharedWindowCountsEachDepartureForItsOwnMargin(t *testing.T) {
+	addr, pre := redisAddr(t), prefix(t)
+	log := &timeLog{}
+	server := func(way time.Duration) http.RoundTripper {
+		return rtFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(way)
+			log.add()
+			time.Sleep(way)
+			return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: r}, nil
+		})
+	}
+	const n, per = 10, time.Second
+	transport := func(way time.Duration) *throttle.Transport {
+		store := redisstore.New(newClient(t, addr), redisstore.WithPrefix(pre))
+		tr := throttle.New(server(way), throttle.WithStore(store),
+			throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: n, Per: per}}}))
+		t.Cleanup(func() { _ = tr.Close() })
+		return tr
+	}
+	a, b := transport(150*time.Millisecond), transport(time.Millisecond)
+	for range 2 { // each learns its round trip
+		for _, tr := range []*throttle.Transport{a, b} {
+			if err := get(context.Background(), tr); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	time.Sleep(per + 500*time.Millisecond) // the window empties
+	from := time.Now()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			if err := get(context.Background(), a); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for len(log.since(from)) < n && time.Since(from) < 5*time.Second { // A's are booked, and arrived
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := get(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if got := mostWithin(log.since(from), per); got > n {
+		t.Errorf("%d reached the server within %v, against a window of %d", got, per, n)
+	}
+}

@@ -76,6 +76,7 @@ var Tests = []Test{
 	{"QueueCost", testQueueCost},
 	{"WindowCost", testWindowCost},
 	{"WindowAcrossAChange", testWindowAcrossAChange},
+	{"WindowMargin", testWindowMargin},
 	{"MaxWait", testMaxWait},
 	{"WaitSaturates", testWaitSaturates},
 	{"Pause", testPause},
@@ -216,6 +217,35 @@ func testWindowAcrossAChange(t *testing.T, s throttle.Store, c Clock) {
 		waits(t, s, key, throttle.Policy{Windows: []throttle.Window{{N: 3, Per: per}}}, 3)
 		got := waits(t, s, key, throttle.Policy{Windows: []throttle.Window{tc.to}}, len(tc.want))
 		near(t, c, got, func(i int) time.Duration { return tc.want[i] })
+	}
+}
+
+// testWindowMargin: a window's departure counts for Per and the
+// WindowMargin of the call that booked it, whatever the margin of the call
+// asking now: in a window of 2 a second, after one booked with no margin
+// and one with 300 ms, the next two, asked with none, go a second and
+// 1.3 s later; after two booked with none, the next, asked with a margin
+// of 300 ms, a second later.
+func testWindowMargin(t *testing.T, s throttle.Store, c Clock) {
+	p := throttle.Policy{Windows: []throttle.Window{{N: 2, Per: c.d(time.Second)}}}
+	for _, tc := range []struct {
+		key     string
+		margins []int // ms, of each call
+		want    []int // ms
+	}{
+		{"margin booked", []int{0, 300, 0, 0}, []int{0, 0, 1000, 1300}},
+		{"margin asking", []int{0, 0, 300}, []int{0, 0, 1000}},
+	} {
+		got := make([]time.Duration, len(tc.margins))
+		for i, m := range tc.margins {
+			ctx := throttle.ContextWithWindowMargin(context.Background(), c.ms(m))
+			r, err := s.Reserve(ctx, tc.key, p, 1, never)
+			if err != nil || !r.OK {
+				t.Fatalf("%s: Reserve %d: %+v, %v", tc.key, i, r, err)
+			}
+			got[i] = r.Wait
+		}
+		near(t, c, got, func(i int) time.Duration { return c.ms(tc.want[i]) })
 	}
 }
 
