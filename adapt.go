@@ -359,10 +359,15 @@ func (e *evidence) dense() (float64, bool) {
 }
 
 // accept counts an answer the server accepted, to the attempt tk.
-func (ks *keyState) accept(tk *ticket) {
+func (ks *keyState) accept(tk *ticket, now time.Time, at time.Duration) {
 	ks.ev.run++
 	ks.ev.taken++
 	if l := ks.learning(); l != nil && l.on {
+		if l.edge && l.pre.ans != 0 && ks.ev.recent[0]&2 != 0 {
+			// The first answer accepted after a run of refusals that
+			// cut the pace: a blip's? (learn.go, rule 9)
+			ks.blip(now, at, bits.TrailingZeros64(^(ks.ev.recent[0] >> 1)), ks.ev.answers-1)
+		}
 		l.accept(tk) // learn.go
 	}
 }
@@ -455,7 +460,8 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 		if unexpl && !ks.health.refusedMost() {
 			return // not the quota's (see unexplained): it delays only its own retry
 		}
-		ks.relearn(now, at, p, wait) // learn.go
+		ks.tr.x.learn.told = ks.tr.x.refusalsTold && !unexpl // (it carried quota headers: see unexplained)
+		ks.relearn(now, at, p, wait)                         // learn.go
 		return
 	}
 	if got, ok := ev.accepting(at, p, ks.pol.Burst, ks.admitted); ok && got < p*provenShare && ev.refusedMuch(ks.admitted, ks.sending) {

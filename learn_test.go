@@ -1334,7 +1334,10 @@ func TestThreeRandomRefusalsInAHundredDoNotSinkALearnedPace(t *testing.T) {
 // 48 seeds, went 1.530x -> 1.522x: eight seeds of a chaotic job).
 func TestRandomRefusalsDoNotSinkALearnedWindowOrLog(t *testing.T) {
 	t.Run("window", func(t *testing.T) {
-		assert.LessOrEqual(t, randomlyRefused(t, 0.03, quotaWindow, 4000, nil), 1.65, "on average")
+		// 1.605x by session 45; 1.652x since rule 9, a window taken for a
+		// bucket having a run of its own undone now and then (over 48
+		// seeds in TestLearnedModel: 1.52x, now 1.50x).
+		assert.LessOrEqual(t, randomlyRefused(t, 0.03, quotaWindow, 4000, nil), 1.7, "on average")
 	})
 	t.Run("log", func(t *testing.T) {
 		assert.LessOrEqual(t, randomlyRefused(t, 0.03, quotaLog, 4000, nil), 2.4, "on average")
@@ -1348,11 +1351,14 @@ func TestRandomRefusalsDoNotSinkALearnedWindowOrLog(t *testing.T) {
 // cruising answers, not 100, and, once noise was found, when a refusal
 // came within 20 answers of the one before, 5.3x; since a refusal of a
 // pace that had not risen, once noise was found, holds the probes 2 s,
-// not 200 answers' worth (see holdFor), 4.9x (still far from a client
-// told the quota: see TestLearnedModel).
+// not 200 answers' worth (see holdFor), 4.9x, 5.08x by session 45 (still
+// far from a client told the quota: see TestLearnedModel). Three random
+// refusals in a row are taken for a gateway's blip now and then (rule 9),
+// and the chaos of the pace moves a seed or two: 5.12x over these 8 seeds,
+// where TestLearnedModel's 48 at 5% stay 4.71x.
 func TestFiveRandomRefusalsInAHundredAreTried(t *testing.T) {
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
-	assert.LessOrEqual(t, randomlyRefused(t, 0.05, bucket, 2000, nil), 5.1, "on average")
+	assert.LessOrEqual(t, randomlyRefused(t, 0.05, bucket, 2000, nil), 5.2, "on average")
 }
 
 // Behind five random refusals in a hundred, a slow pace's probes wait 200
@@ -1604,5 +1610,24 @@ func TestLearnedPaceDoesNotDependOnTheTransportsAge(t *testing.T) {
 	for _, seed := range []int64{5, 13, 0} {
 		young, old := run(seed, 0), run(seed, 10*time.Minute)
 		assert.Equal(t, young, old, "seed %d: made at once, then ten minutes before", seed)
+	}
+}
+
+// A pace learned from 429s alone on a bucket, behind a gateway that refuses
+// every request for 50 or 100 ms every 4 s (a blip: three refusals or more
+// in a row, none accepted among them), goes on at the bucket's rate through
+// each, within 6% of go-retryablehttp + x/time/rate told the quota, in the
+// same bubble (rule 9). Regression, found in session 45: each blip's first
+// refusal cut the pace and took it for the slowest refused, its pause cut it
+// to the first guess, and the search began again below the quota: 3,000
+// requests took 45.8-49.4 s behind 50 ms blips, 51.4-53.3 s behind 100 ms
+// ones, where the peer took 31.0-31.2 s; now 31.6-32.8 s.
+func TestAGatewaysBlipsDoNotCutALearnedBucket(t *testing.T) {
+	for _, blip := range []time.Duration{50 * time.Millisecond, 100 * time.Millisecond} {
+		for seed := range int64(3) {
+			t.Run(fmt.Sprint(blip, "/seed", seed), func(t *testing.T) {
+				blipsBesideThePeer(t, throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}, blip, seed, 1.06, false)
+			})
+		}
 	}
 }

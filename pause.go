@@ -185,7 +185,7 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		}
 	}
 	if ok {
-		ks.accept(tk)
+		ks.accept(tk, now, at)
 		if ks.tr != nil { // a key never in trouble has nothing to raise, no ramp
 			if ks.climb(now, at) && ls.paceWhy == "" {
 				ls.pace, ls.paceWhy = ks.pace(), paceAdapted
