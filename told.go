@@ -63,6 +63,9 @@ import (
 //     of ours within a reset's length than a window (twice its limit,
 //     across a reset) or a log (its limit) could take (see overTaken), and
 //     its refill is measured over spans long enough to rise above them.
+//     A bucket found full at both ends of a span refills at least as fast
+//     as the key took from it, no more: its rate is probed upward, to
+//     twice what the key took at most.
 //
 // Until it knows, the key takes the quota for a window: it never sends more
 // than Remaining before the reset, and, told only by X-RateLimit-*, no more
@@ -170,6 +173,7 @@ const (
 	othersShown = 16               // Remaining fell by this many more than ours: others spend the quota
 	reserveFor  = time.Second / 4  // a bucket's tokens held back are at most what it refills in this long
 	regrowAfter = 5 * time.Second  // a bucket unrefused this long, full at both ends of a span, is probed quickly again
+	probeOver   = 2                // nor probed past this many times what the key took from it over the span
 
 	longestReset = holdsForAnswer / 4 // a reset further off (73 years) is taken as this far: sums of it never overflow
 )

@@ -19,7 +19,8 @@ import "time"
 //     a window back to whole, shows a log at once (see gaveBackAsALog);
 //   - a climb before the reset, no more than a log would have given back of
 //     ours, shows a log; more, a bucket, and its rate (a bucket full at
-//     both ends refills faster than the key takes: the rate is raised);
+//     both ends refills faster than the key takes: the rate is raised, to
+//     probeOver times what the key took at most);
 //   - a climb back to full in one span shows nothing yet: a bucket that
 //     refilled, or a window's reset known late (whole seconds); nor does a
 //     climb to half what it held or more within the second a reset in
@@ -129,16 +130,33 @@ func (m *told) measure(now, sent time.Duration, r int, inflight int64, since uin
 			// a second with one place to wait, the one starved while the
 			// other took it measured 1 a second, and took 20 s after the
 			// other's end to climb back; 5.8x the ideal of both jobs).
+			grow := 1.0
 			switch {
 			case m.refusedAt == 0 || now-m.refusedAt >= regrowAfter:
-				m.rate *= 1.25
+				grow = 1.25
 			case now-m.refusedAt >= time.Second && now-m.raisedAt >= time.Second:
-				m.rate *= 1.05
+				grow = 1.05
 				m.raisedAt = now
 			}
-			// Never past what any client sends (found in review: a
-			// bucket whose Remaining said 0 at every answer was raised
-			// at every span, to 5e38 a second).
+			// A bucket full at both ends shows only that it refills at
+			// least as fast as the key took from it: the probe goes no
+			// higher than probeOver times what the key took over the
+			// span (regression, found in review 46: a key sending 25 a
+			// second to a bucket of 200 a second, 20 deep, raised its
+			// rate at every span, to 1e6 a second; a job of 2,000 that
+			// followed was refused 45 times and took 1.37x the ideal).
+			// A key the mirror holds back takes less than its rate:
+			// about half of it from a bucket of 2, a quarter of it held
+			// back and each answer a trip away; raised only once the key
+			// took 0.8 of it (reachedShare, as a learned pace is), a
+			// leaky bucket of 200 a second with one place to wait took
+			// 1.28x the ideal over 8 seeds, not 1.22x; held to the q per
+			// w of its RateLimit-Policy (q=200;w=1), 1.32x. Never past
+			// what any client sends either (found in review: a bucket
+			// whose Remaining said 0 at every answer was raised at every
+			// span, to 5e38 a second).
+			took := float64(m.acc-m.markAcc) / dt.Seconds()
+			m.rate = max(m.rate, min(m.rate*grow, probeOver*took))
 			m.rate = min(m.rate, float64(fastestRate))
 		}
 	case m.kind == kindBucket && back <= 0:

@@ -1,0 +1,156 @@
+package throttle_test
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlehttp/throttle"
+	"github.com/throttlehttp/throttle/throttletest"
+)
+
+// paceShown is the highest rate the EventPace events in paces gave.
+func paceShown(paces []throttle.Event) float64 {
+	var top float64
+	for _, p := range paces {
+		top = max(top, float64(p.Rate))
+	}
+	return top
+}
+
+// A key that sends little to a bucket told by its headers (25 a second to
+// one of 200 a second, 20 deep) finds it full at both ends of every span,
+// which shows only that it refills at least as fast as the key takes: the
+// rate measured stays below the bucket's own, and a job that follows is
+// paced at the bucket's refill, with few refusals. Regression, found in
+// review 46: the rate was raised by a quarter at every such span, to 1e6 a
+// second (EventPace said so 48 times on the way), and a job of 2,000 that
+// followed, 16 at a time, was refused 45-47 times and took 13.6 s, 1.37x
+// its ideal of 9.9 s (a fresh key: 10.0 s, none refused). Now 49 a second
+// at most, and the job takes 9.92 s, none refused.
+func TestASlowKeyDoesNotInflateTheBucketItMeasures(t *testing.T) {
+	for _, ietf := range []bool{false, true} {
+		t.Run(fmt.Sprint("ietf=", ietf), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{quotaBucket},
+					XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true})
+				events, paces := paceLog()
+				rt := throttle.New(latent(api, time.Millisecond), events)
+				defer rt.Close()
+				// 25 a second for 30 s: four workers 40 ms apart, each
+				// one request every 160 ms.
+				var wg sync.WaitGroup
+				for w := range 4 {
+					wg.Go(func() {
+						time.Sleep(time.Duration(w) * 40 * time.Millisecond)
+						for range 188 {
+							req := newReq(t, t.Context(), http.MethodGet, "http://api.test/")
+							req.Header.Set("X-API-Key", "k")
+							if resp, err := rt.RoundTrip(req); assert.NoError(t, err) {
+								resp.Body.Close()
+							}
+							time.Sleep(159 * time.Millisecond)
+						}
+					})
+				}
+				wg.Wait()
+				shown := paces()
+				light := paceShown(shown)
+				rate := rt.Stats().Keys["api.test"].Rate
+				before := api.Stats().Total.Throttled
+
+				took := job(t, rt, 2000) // ideal (2,000 - 20) / 200 = 9.9 s
+				refused := api.Stats().Total.Throttled - before
+				t.Logf("light: %d EventPace, the highest %.0f/s; the job took %v, %d refused", len(shown), light, took, refused)
+				assert.LessOrEqual(t, light, 200.0, "the key never sent near the bucket's refill")
+				assert.LessOrEqual(t, float64(rate), 200.0, "nor does Stats say more")
+				assert.LessOrEqual(t, refused, int64(10), "0.5% of the job refused at most")
+				assert.LessOrEqual(t, took.Seconds(), 1.1*9.9, "within 1.1x the ideal")
+			})
+		})
+	}
+}
+
+// A key that its Policy holds below a bucket's refill (50 a second, then 10,
+// against 200 a second, 20 deep, told by X-RateLimit-*) measures the
+// bucket no faster than twice what it sent, shows no more, and once the
+// Policy goes (SetPolicy(Policy{})) is paced at the bucket's refill: a
+// Policy set again is a ceiling at once. Regression, found in review 46:
+// the rate measured climbed to 944,000 a second under the Policy, EventPace
+// said so, and without it the key trusted that: 10-12 refusals, 3 pauses,
+// 72-74 requests in 3 s where 600 were allowed. Now 100 a second at most,
+// and 616 in those 3 s, none refused.
+func TestAPolicyBelowABucketLeavesNoInflatedRateBehind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{quotaBucket}, XRateLimit: true, HeadersOnSuccess: true})
+		var mu sync.Mutex
+		var sent []time.Duration
+		start := time.Now()
+		events, paces := paceLog()
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			sent = append(sent, time.Since(start))
+			mu.Unlock()
+			return latent(api, time.Millisecond)(r)
+		}), throttle.WithPolicy(throttle.Policy{Rate: 50, Burst: 1}), events)
+		defer rt.Close()
+		between := func(from, to time.Duration) int {
+			mu.Lock()
+			defer mu.Unlock()
+			n := 0
+			for _, at := range sent {
+				if at >= from && at < to {
+					n++
+				}
+			}
+			return n
+		}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					req := newReq(t, t.Context(), http.MethodGet, "http://api.test/")
+					req.Header.Set("X-API-Key", "k")
+					if resp, err := rt.RoundTrip(req); assert.NoError(t, err) {
+						resp.Body.Close()
+					}
+				}
+			})
+		}
+		time.Sleep(3 * time.Second)
+		require.NoError(t, rt.SetPolicy(throttle.Policy{Rate: 10, Burst: 1}))
+		time.Sleep(5 * time.Second) // 3-8 s
+		held := paceShown(paces())
+		before := api.Stats().Total.Throttled
+		require.NoError(t, rt.SetPolicy(throttle.Policy{}))
+		time.Sleep(3 * time.Second) // 8-11 s
+		refused := api.Stats().Total.Throttled - before
+		require.NoError(t, rt.SetPolicy(throttle.Policy{Rate: 20, Burst: 1}))
+		time.Sleep(5 * time.Second) // 11-16 s
+		st := rt.Stats().Keys["api.test"]
+		close(stop)
+		wg.Wait()
+		unpaced := between(8*time.Second, 11*time.Second)
+		t.Logf("shown under the Policy: %.2f/s at most; without it: %d sent in 3 s, %d refused", held, unpaced, refused)
+		assert.LessOrEqual(t, between(0, 3*time.Second), 151, "50 a second")
+		assert.LessOrEqual(t, between(3*time.Second+100*time.Millisecond, 8*time.Second), 50, "10 a second")
+		assert.LessOrEqual(t, held, 110.0, "about twice what the key sent, at most")
+		assert.GreaterOrEqual(t, unpaced, 540, "0.9 of the bucket's refill")
+		assert.LessOrEqual(t, refused, int64(2))
+		assert.LessOrEqual(t, between(11*time.Second+100*time.Millisecond, 16*time.Second), 100, "20 a second")
+		assert.Equal(t, throttle.PacePolicy, st.PaceFrom)
+		assert.InDelta(t, 20, float64(st.Rate), 0.01)
+	})
+}
