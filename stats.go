@@ -10,7 +10,12 @@ import (
 // Stats is a snapshot of what a Transport has done, per key and in total.
 type Stats struct {
 	// Keys holds the keys that have live state now. A key dropped while idle
-	// (see New) is no longer listed; its counts stay in Total.
+	// (see New) is no longer listed; its counts stay in Total. A key under
+	// two policies (WithKey across hosts with policies of their own) is one
+	// entry: its counts and gauges add up, its Rate is the slower of the
+	// paces (0 only if neither paces), with that pace's PaceFrom, and its
+	// Remaining the lower of the counts told (-1 only if neither is told),
+	// with that count's Reset.
 	Keys map[string]KeyStats
 	// Total sums every key since New, dropped ones included.
 	Total KeyStats
@@ -78,6 +83,25 @@ func (s *KeyStats) add(o *KeyStats) {
 	s.RefusedStore += o.RefusedStore
 	s.RefusedCost += o.RefusedCost
 	s.Canceled += o.Canceled
+}
+
+// merge takes into s, one key's KeyStats under one policy, o, the same
+// key's under another (WithKey across hosts of their own policies): the
+// counts and gauges add up; Rate is the slower of those that pace, with
+// its PaceFrom, and Remaining the lower of those told, with its Reset. 0
+// and -1 say none paces, none is told: taken as the lowest, they said so
+// of a key paced at 10 a second and told 50 remain by one of its hosts,
+// beside that host's Reset and PaceFrom "policy" (found in review 46).
+// Ties go to the configured pace, and to the later reset, so that the
+// merge is the same whatever order the states come in.
+func (s *KeyStats) merge(o *KeyStats) {
+	s.add(o)
+	if o.Rate > 0 && (s.Rate == 0 || o.Rate < s.Rate || o.Rate == s.Rate && o.PaceFrom < s.PaceFrom) {
+		s.Rate, s.PaceFrom = o.Rate, o.PaceFrom
+	}
+	if o.Remaining >= 0 && (s.Remaining < 0 || o.Remaining < s.Remaining || o.Remaining == s.Remaining && o.Reset.After(s.Reset)) {
+		s.Remaining, s.Reset = o.Remaining, o.Reset
+	}
 }
 
 // PaceFrom says where a key's pace comes from.
@@ -177,10 +201,10 @@ func (t *Transport) Stats() Stats {
 			if !ks.dead {
 				st := ks.snapshot(t, now)
 				s.Total.add(&st) // this state's alone: another of the key's is in the total already
-				k, twice := s.Keys[ks.name()]
-				if twice { // one key under two policies: the counts add up, the rest is the lower
-					st.add(&k)
-					st.Rate, st.Remaining = min(k.Rate, st.Rate), min(k.Remaining, st.Remaining)
+				if k, twice := s.Keys[ks.name()]; twice {
+					// One key under two policies.
+					k.merge(&st)
+					st = k
 				}
 				s.Keys[ks.name()] = st
 			}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 
 	"github.com/throttlehttp/throttle"
 )
@@ -60,4 +63,51 @@ func TestStatsOfOneKeyUnderTwoPolicies(t *testing.T) {
 	assert.EqualValues(t, 3, st.Total.Requests)
 	assert.EqualValues(t, 3, st.Total.Attempts)
 	assert.EqualValues(t, 50, st.Keys["tenant-1"].Rate, "the lower pace")
+}
+
+// One key under two policies shows the pace and the count of the states
+// that have them: 0 (unpaced) and -1 (no quota headers) are said of the
+// key only when neither state paces, or is told; a count comes with its
+// own reset. Regression, found in review 46: a tenant's key paced at 10 a
+// second and told 50 remain on a.test, unpaced and told nothing on b.test,
+// showed Rate 0 and Remaining -1, and the PaceFrom and Reset of whichever
+// state came last (a.test's "policy" and reset beside them, half the
+// time); told 20 remain for a minute on b.test, it showed 20 with
+// a.test's reset an hour away, half the time.
+func TestAKeyUnderTwoPoliciesShowsItsPaceAndItsCount(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		b         throttle.Policy
+		bHeaders  []string
+		rate      rate.Limit
+		remaining int
+		reset     time.Duration
+	}{
+		{"the other unpaced and untold", throttle.Policy{}, nil, 10, 50, time.Hour},
+		{"the other slower and told less", throttle.Policy{Rate: 5, Burst: 1},
+			[]string{"X-RateLimit-Limit", "20", "X-RateLimit-Remaining", "20", "X-RateLimit-Reset", "60"}, 5, 20, time.Minute},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					if r.URL.Host == "a.test" {
+						return reply(r, http.StatusOK, "X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "50", "X-RateLimit-Reset", "3600"), nil
+					}
+					return reply(r, http.StatusOK, tt.bHeaders...), nil
+				}),
+					throttle.WithHostPolicy("a.test", throttle.Policy{Rate: 10, Burst: 5}),
+					throttle.WithHostPolicy("b.test", tt.b),
+					throttle.WithKey(func(*http.Request) string { return "tenant" }))
+				defer rt.Close()
+				require.NoError(t, do(t, rt, "http://a.test/"))
+				require.NoError(t, do(t, rt, "http://b.test/"))
+				st := rt.Stats().Keys["tenant"]
+				assert.EqualValues(t, 2, st.Requests)
+				assert.Equal(t, tt.rate, st.Rate, "the slower pace")
+				assert.Equal(t, throttle.PacePolicy, st.PaceFrom)
+				assert.Equal(t, tt.remaining, st.Remaining, "the lower count told")
+				assert.WithinDuration(t, time.Now().Add(tt.reset), st.Reset, time.Second, "with its reset")
+			})
+		})
+	}
 }
