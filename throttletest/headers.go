@@ -119,6 +119,9 @@ func (f TokenBucketHeaders) mislead(q quota) announcement {
 	return a
 }
 
+// slack absorbs float rounding when a bucket's policy counts whole requests.
+const slack = 1e-9
+
 // bucketPolicy returns the q per w seconds that describes a bucket of depth b
 // that takes fill to refill from empty (the package doc says why): of b per
 // ceil(fill) seconds, and floor(rate·w) per w = floor(fill) seconds (at least

@@ -187,11 +187,15 @@ func quotaOf(t *testing.T, api *throttletest.API, refused, accepted *int) thrott
 }
 
 var trustingClients = map[string]trusting{
-	// paces at q per w of RateLimit-Policy, evenly.
+	// paces at q per w of RateLimit-Policy, evenly: w/q apart, rounded up to
+	// the nanosecond. Rounded down, it was early by up to a nanosecond a
+	// request, which a window of N per w refuses once the drift adds up (a
+	// sliding log of 3 per second refused it 45 times a minute).
 	"policy-pacer": {true, func(t *testing.T, api *throttletest.API) (refused, accepted int) {
 		q := quotaOf(t, api, &refused, &accepted)
+		space := (q.Window + time.Duration(q.Limit) - 1) / time.Duration(q.Limit)
 		for end := time.Now().Add(time.Minute); time.Now().Before(end); {
-			time.Sleep(q.Window / time.Duration(q.Limit))
+			time.Sleep(space)
 			quotaOf(t, api, &refused, &accepted)
 		}
 		return refused, accepted
@@ -274,6 +278,10 @@ func TestTruthfulHeaders(t *testing.T) {
 		{window(throttletest.SlidingCounter, 5, 10*time.Second), 0.4, false}, // the estimate counts the last window too
 		{window(throttletest.SlidingCounter, 5, 1500*time.Millisecond), 4 / 1.5, false},
 		{window(throttletest.SlidingCounter, 1, 10*time.Second), 0.05, true},
+		// 15 per 3s: one every 200ms lands the estimate on 15 exactly, which
+		// floats put a hair above and refused 10 times a minute (review 46).
+		{window(throttletest.SlidingCounter, 16, 3*time.Second), 5, false},
+		{window(throttletest.SlidingCounter, 31, 3*time.Second), 10, false},
 	}
 	for _, tt := range tests {
 		for name, client := range trustingClients {
@@ -292,6 +300,77 @@ func TestTruthfulHeaders(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestTruthfulHeadersHoldAcrossLimits runs the trusting clients against a
+// grid of limits of every algorithm over time: none is ever refused. Before
+// (found in review 46), a sliding counter refused them where its estimate, in
+// floats, landed a hair above a whole count: N=16 per 3s refused the policy
+// pacer 10 times a minute, N=31 per 3s 10 times, N=31 per 1.5s the client
+// that sends r and waits t 19 times; and the policy pacer, which slept w/q
+// rounded down, was early by up to a nanosecond a request, which fixed
+// windows refused once and sliding logs up to 58 times a minute.
+func TestTruthfulHeadersHoldAcrossLimits(t *testing.T) {
+	var limits []throttletest.Limit
+	for _, r := range []float64{0.3, 0.7, 1, 1.5, 2.5, 3, 3.3, 7, 9.5, 13, 33, 100} {
+		for _, b := range []int{1, 2, 3, 4, 7, 10, 16, 31} {
+			limits = append(limits,
+				throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: r, Burst: b},
+				throttletest.Limit{Algorithm: throttletest.LeakyBucket, Rate: r, Queue: b - 1})
+		}
+	}
+	for _, a := range []throttletest.Algorithm{throttletest.FixedWindow, throttletest.SlidingLog, throttletest.SlidingCounter} {
+		for _, n := range []int{1, 2, 3, 4, 7, 11, 16, 31} {
+			for _, per := range []time.Duration{700 * time.Millisecond, time.Second, 1500 * time.Millisecond, 3 * time.Second, 7 * time.Second} {
+				limits = append(limits, throttletest.Limit{Algorithm: a, N: n, Per: per})
+			}
+		}
+	}
+	for _, l := range limits {
+		depth := float64(max(l.Burst, 1))
+		if l.Algorithm == throttletest.LeakyBucket {
+			depth = float64(l.Queue + 1)
+		}
+		shallow := l.Rate > 0 && depth/l.Rate < 1
+		for name, client := range trustingClients {
+			if name == "policy-batches" && (shallow || l.Algorithm == throttletest.SlidingCounter && l.N > 1) {
+				continue // the package doc claims neither: "q at once may be refused"; "at once, only r may go"
+			}
+			var refused, accepted int
+			synctest.Test(t, func(t *testing.T) {
+				refused, accepted = client.run(t, trustingAPI(client, l, throttletest.TruthfulBucket))
+			})
+			assert.Zero(t, refused, "%v rate=%v burst=%d queue=%d n=%d per=%v / %s: accepted %d",
+				l.Algorithm, l.Rate, l.Burst, l.Queue, l.N, l.Per, name, accepted)
+		}
+	}
+}
+
+// TestSlidingCounterAdmitsTheRemainingItAnnounces: a sliding counter of 31
+// per 1.5s that took 27 in its first window estimates 27*(1-0.5/1.5) = 18
+// half a second into the next, so it admits 13 at once; after the first, its
+// headers say 12 remain, and all 12 are admitted. Before (found in review
+// 46), the 12th got a 429: the check compared the float estimate,
+// 18.000000000000004, with N-1 exactly, where the headers counted with a
+// slack.
+func TestSlidingCounterAdmitsTheRemainingItAnnounces(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{
+			Limits:     []throttletest.Limit{{Algorithm: throttletest.SlidingCounter, N: 31, Per: 1500 * time.Millisecond}},
+			XRateLimit: true, IETF: true, HeadersOnSuccess: true,
+		})
+		for range 27 {
+			get(t, api, "k")
+		}
+		time.Sleep(2 * time.Second)
+		first := get(t, api, "k")
+		assert.Equal(t, "12", first.header.Get("X-RateLimit-Remaining"))
+		assert.Equal(t, `"sliding-counter";r=12;t=1`, first.header.Get("RateLimit"))
+		for i := range 12 {
+			assert.Equal(t, http.StatusOK, get(t, api, "k").code, "request %d of the 12 said to remain", i+1)
+		}
+		assert.Equal(t, http.StatusTooManyRequests, get(t, api, "k").code, "the 13th")
+	})
 }
 
 // TestMisleadingBucketHeaders proves the misleading forms mislead: a client

@@ -2,6 +2,7 @@ package throttletest
 
 import (
 	"math"
+	"math/bits"
 	"time"
 )
 
@@ -191,6 +192,14 @@ func (s *slidingLog) quota(now time.Time) (quota, bool) {
 
 // slidingCounter keeps the counts of the current and the previous fixed window and
 // estimates the requests in the last per as prev*(1-elapsed/per) + curr.
+//
+// It decides in integers: the estimate at e into a window is at most a whole
+// count c when prev*(per-e) + curr*per <= c*per, in 128-bit products. In
+// floats the estimate landed a hair above a whole count where it was exactly
+// on it (15*(1-1/3)+5 = 15.000000000000002), and the check refused what the
+// headers, counted with a slack, said it would admit: a client spacing
+// RateLimit-Policy's 15 per 3s of N=16 was refused 10 times a minute, and the
+// 12th of 12 said to remain got a 429. Check, wait and quota now count alike.
 type slidingCounter struct {
 	noRelease
 	name       string
@@ -199,9 +208,6 @@ type slidingCounter struct {
 	start      time.Time
 	prev, curr int
 }
-
-// slack absorbs float rounding when remaining requests are counted for the headers.
-const slack = 1e-9
 
 func (s *slidingCounter) roll(now time.Time) {
 	start := now.Truncate(s.per)
@@ -216,9 +222,39 @@ func (s *slidingCounter) roll(now time.Time) {
 	s.start = start
 }
 
-// weighted is the estimate at elapsed time e into a window.
-func weighted(prev, curr int, e, per time.Duration) float64 {
-	return float64(prev)*(1-float64(e)/float64(per)) + float64(curr)
+// u128 is an unsigned 128-bit integer, for the products of counts and
+// nanoseconds, which overflow 64 bits (a count of 10^6 over a day).
+type u128 struct{ hi, lo uint64 }
+
+func mul(count int, d time.Duration) u128 {
+	hi, lo := bits.Mul64(uint64(count), uint64(d))
+	return u128{hi, lo}
+}
+
+func (a u128) add(b u128) u128 {
+	lo, carry := bits.Add64(a.lo, b.lo, 0)
+	hi, _ := bits.Add64(a.hi, b.hi, carry)
+	return u128{hi, lo}
+}
+
+func (a u128) sub(b u128) u128 { // a >= b
+	lo, borrow := bits.Sub64(a.lo, b.lo, 0)
+	hi, _ := bits.Sub64(a.hi, b.hi, borrow)
+	return u128{hi, lo}
+}
+
+func (a u128) less(b u128) bool { return a.hi < b.hi || a.hi == b.hi && a.lo < b.lo }
+
+// div returns a/d, which the caller knows fits in 64 bits (a.hi < d).
+func (a u128) div(d uint64) uint64 {
+	q, _ := bits.Div64(a.hi, a.lo, d)
+	return q
+}
+
+// within reports whether the estimate at elapsed time e into a window is at
+// most limit: prev*(per-e) + curr*per <= limit*per.
+func within(prev, curr, limit int, e, per time.Duration) bool {
+	return !mul(limit, per).less(mul(prev, per-e).add(mul(curr, per)))
 }
 
 func (s *slidingCounter) check(now time.Time) (bool, time.Duration) {
@@ -230,8 +266,8 @@ func (s *slidingCounter) check(now time.Time) (bool, time.Duration) {
 // wait returns how long from elapsed into the current window until one more
 // request fits, were curr the current window's count.
 func (s *slidingCounter) wait(curr int, elapsed time.Duration) time.Duration {
-	limit := float64(s.n - 1) // the estimate must leave room for this request
-	if weighted(s.prev, curr, elapsed, s.per) <= limit {
+	limit := s.n - 1 // the estimate must leave room for this request
+	if within(s.prev, curr, limit, elapsed, s.per) {
 		return 0
 	}
 	if e, ok := fit(s.prev, curr, s.per, limit); ok {
@@ -245,20 +281,17 @@ func (s *slidingCounter) wait(curr int, elapsed time.Duration) time.Duration {
 }
 
 // fit returns the least elapsed time e < per, in whole nanoseconds, at which
-// weighted(prev, curr, e, per) <= limit, and whether there is one. The estimate
-// falls as e grows, so it starts just below the exact solution and steps up.
-func fit(prev, curr int, per time.Duration, limit float64) (time.Duration, bool) {
-	if float64(curr) > limit {
+// the estimate is at most limit, and whether there is one:
+// prev*(per-e) <= (limit-curr)*per holds from per-e = floor((limit-curr)*per/prev).
+func fit(prev, curr int, per time.Duration, limit int) (time.Duration, bool) {
+	room := limit - curr
+	switch {
+	case room < 0:
 		return 0, false
-	}
-	if prev == 0 {
+	case room >= prev: // from the window's start (prev 0 included)
 		return 0, true
 	}
-	x := float64(per) * (1 - (limit-float64(curr))/float64(prev))
-	e := max(time.Duration(math.Ceil(x))-2, 0)
-	for e < per && weighted(prev, curr, e, per) > limit {
-		e++
-	}
+	e := per - time.Duration(mul(room, per).div(uint64(prev))) // room < prev: the quotient is below per
 	return e, e < per
 }
 
@@ -268,12 +301,16 @@ func (s *slidingCounter) take(now time.Time) time.Time {
 	return now
 }
 
+// quota's remaining is the most r with the estimate at most N after r more:
+// prev*(per-e) + (curr+r)*per <= N*per.
 func (s *slidingCounter) quota(now time.Time) (quota, bool) {
 	s.roll(now)
 	elapsed := now.Sub(s.start)
-	est := weighted(s.prev, s.curr, elapsed, s.per)
 	q := quota{name: s.name, algorithm: SlidingCounter, limit: s.n, window: s.per}
-	q.remaining = max(int(math.Floor(float64(s.n)-est+slack)), 0)
+	whole, past := mul(s.n, s.per), mul(s.prev, s.per-elapsed)
+	if !whole.less(past) {
+		q.remaining = max(int(whole.sub(past).div(uint64(s.per)))-s.curr, 0) // at most N: fits
+	}
 	q.next = s.wait(s.curr+q.remaining, elapsed)
 	switch end := s.start.Add(s.per); {
 	case s.curr > 0:
