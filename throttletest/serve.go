@@ -109,7 +109,7 @@ func (a *API) answer(ctx context.Context, key string, n int64, now time.Time) (r
 	if !ad.ok {
 		a.stats.record(key, throttled, false, n, time.Time{})
 		rep := newReply(http.StatusTooManyRequests, "quota exceeded")
-		rep.setRetryAfter(a.cfg.RetryAfter, now, ad.wait)
+		rep.setRetryAfter(a.cfg.RetryAfter, ad.now, ad.wait)
 		a.cfg.setQuotaHeaders(rep.header, ad.quotas, ad.bind)
 		return rep, nil
 	}
