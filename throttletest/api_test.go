@@ -83,7 +83,8 @@ func TestUnavailableShareIsSeeded(t *testing.T) {
 }
 
 // Refused answers a share of requests 429 at random, seeded, with a
-// Retry-After of a second, before the quotas see them: they spend none.
+// Retry-After of a second and no quota headers, before the quotas see them:
+// they spend none.
 func TestRefusedShareIsSeededAndSpendsNoQuota(t *testing.T) {
 	cfg := throttletest.Config{Refused: 0.25, Seed: 7, XRateLimit: true, HeadersOnSuccess: true,
 		Limits: []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: 1000, Per: time.Hour}}}
@@ -96,6 +97,7 @@ func TestRefusedShareIsSeededAndSpendsNoQuota(t *testing.T) {
 		switch r.code {
 		case http.StatusTooManyRequests:
 			assert.Equal(t, "1", r.header.Get("Retry-After"))
+			assert.False(t, has(r.header, "X-Ratelimit-Remaining"), "a gateway's 429 knows no quota")
 		case http.StatusOK:
 			remaining = r.header.Get("X-RateLimit-Remaining")
 		}

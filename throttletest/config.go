@@ -129,13 +129,15 @@ type Config struct {
 	// RetryAfter is the form of Retry-After on 429 and 503; the zero value is
 	// RetryAfterSeconds.
 	RetryAfter RetryAfterFormat
-	// XRateLimit adds X-RateLimit-Limit, -Remaining and -Reset to 429 responses.
-	// They describe the limit that refused the request, or else the limit with the
-	// fewest requests remaining; the package doc ("Quota headers") says what
-	// they hold. False means not sent.
+	// XRateLimit adds X-RateLimit-Limit, -Remaining and -Reset to the 429
+	// responses of the quotas (not to a 429 of Refused or of an Outage: a
+	// gateway's, which knows no quota). They describe the limit that refused
+	// the request, or else the limit with the fewest requests remaining; the
+	// package doc ("Quota headers") says what they hold. False means not sent.
 	XRateLimit bool
-	// IETF adds the fields of draft-ietf-httpapi-ratelimit-headers-11 to 429
-	// responses, one list member per limit, in the order of Limits:
+	// IETF adds the fields of draft-ietf-httpapi-ratelimit-headers-11 to the
+	// 429 responses of the quotas (as XRateLimit, not to a gateway's), one list
+	// member per limit, in the order of Limits:
 	//
 	//	RateLimit: "name";r=<remaining>;t=<seconds>
 	//	RateLimit-Policy: "name";q=<quota>;w=<seconds>
@@ -148,7 +150,7 @@ type Config struct {
 	// value, TruthfulBucket, tells the truth. It changes nothing else.
 	TokenBucketHeaders TokenBucketHeaders
 	// HeadersOnSuccess sends the enabled quota headers on accepted responses too.
-	// False means only 429 responses carry them.
+	// False means only the quotas' 429 responses carry them.
 	HeadersOnSuccess bool
 
 	// KeyHeader is the request header that carries the API key; empty means
@@ -182,8 +184,8 @@ type Config struct {
 	UnavailableRetryAfter time.Duration
 
 	// Refused is the share, from 0 to 1, of requests answered 429 at random, with a
-	// Retry-After of a second in the form RetryAfter says, before the quotas see
-	// them: a gateway's refusals that no pace causes and no pace avoids (a
+	// Retry-After of a second in the form RetryAfter says and no quota headers,
+	// before the quotas see them: a gateway's refusals that no pace causes and no pace avoids (a
 	// collision with another tenant, an edge's hiccup). They count in Stats as
 	// throttled and against no quota. Zero means none.
 	Refused float64

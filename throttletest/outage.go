@@ -24,8 +24,8 @@ type Outage struct {
 	RetryAfter time.Duration
 	// Status is what the outage answers: zero means 503 Service Unavailable;
 	// 429 Too Many Requests plays a gateway that refuses everything for a
-	// moment (a rate limiter's hiccup), counted in Stats as Throttled, as
-	// Config.Refused's are, and against no quota. No other status is allowed.
+	// moment (a rate limiter's hiccup), with no quota headers, counted in
+	// Stats as Throttled, as Config.Refused's are, and against no quota. No other status is allowed.
 	Status int
 }
 
