@@ -68,13 +68,11 @@ func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline 
 	case err != nil && ctx.Err() != nil:
 		return fail(held, time.Time{}, ctx.Err())
 	case err != nil:
-		ks.troubled().stats.RefusedStore++
 		if !errors.Is(err, ErrStoreUnavailable) {
 			err = fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 		}
 		return fail(held, time.Time{}, err)
 	case res.Paused && res.Wait > t.cfg.retry.MaxRetryAfter:
-		ks.troubled().stats.RefusedPaused++
 		return fail(held, until, ErrPaused)
 	case hasDeadline && until.After(deadline):
 		// Booked or not: a departure after the deadline fails at once,
@@ -84,10 +82,8 @@ func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline 
 		// context's error). A departure the Store booked (its answer
 		// came later than maxWait allowed for) is spent there all the
 		// same: a Store has no way to give it back.
-		ks.troubled().stats.RefusedDeadline++
 		return fail(held, until, ErrWouldExceedDeadline)
 	case !res.OK || (!last.IsZero() && until.After(last)):
-		ks.troubled().stats.RefusedDeadline++
 		return fail(held, until, ErrMaxElapsed)
 	}
 	w.booked, w.departAt, w.alone = true, until, res.Fallback

@@ -28,7 +28,10 @@ const (
 	// earliest: the pause and the pacer may hold it longer).
 	EventRetry
 	// EventGaveUp: retrying ended; Event.Reason says why. The caller gets the
-	// last response, or the last error.
+	// last response, or the last error. A retry refused at once while the
+	// last response is in hand ends retrying so: Event.Attempt is the
+	// attempt whose answer the caller gets, Event.Reason "the retry was
+	// refused: " and the refusal.
 	EventGaveUp
 	// EventPace: what paces the key changed. Event.Reason says where it
 	// comes from: "quota headers: bucket" (Event.Rate is the refill
@@ -51,11 +54,11 @@ const (
 	// for an attempt that went at once.
 	EventWaited
 	// EventRefused: a request ended without being sent (this attempt, or
-	// the retry it waited to make): Event.Err says why, a *WaitError
-	// (ErrQueueFull, ErrWouldExceedDeadline, ErrPaused, ErrClosed,
-	// ErrMaxElapsed, ErrCostTooLarge, ErrStoreUnavailable, or the
-	// context's error), and
-	// Event.Limit which limit held it.
+	// the retry it waited to make), with an error: Event.Err, a
+	// *WaitError (ErrQueueFull, ErrWouldExceedDeadline, ErrPaused,
+	// ErrClosed, ErrMaxElapsed, ErrCostTooLarge, ErrStoreUnavailable, or
+	// the context's error), and Event.Limit which limit held it. A retry
+	// refused while the last response is in hand is told by EventGaveUp.
 	EventRefused
 	// EventAnswered: an attempt sent to the base RoundTripper came back:
 	// Event.Status is the answer's status code, or Event.Err the base's

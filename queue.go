@@ -157,7 +157,6 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, pl *place, attempt 
 		// the last answer lost). It goes when the bucket or the window is
 		// whole, as a cost beyond what they hold does (see tokensFor).
 		if h, err := ks.tooCostly(pl.cost); err != nil {
-			ks.troubled().stats.RefusedCost++
 			ks.mu.Unlock()
 			return &WaitError{Key: ks.name(), Attempt: attempt, Limit: h.limit, Window: h.win, Err: err}
 		}
@@ -193,7 +192,6 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 		return fail(holder{}, time.Time{}, ErrClosed)
 	}
 	if ks.pol.Queue > 0 && !retry && int(ks.waiting) >= ks.pol.Queue {
-		ks.troubled().stats.RefusedQueueFull++
 		ks.mu.Unlock()
 		return fail(holder{limit: LimitQueue}, time.Time{}, ErrQueueFull)
 	}
@@ -257,7 +255,6 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 			}
 			werr := t.refuse(ks, now, 0, pl.cost, deadline, hasDeadline, last, fail)
 			if werr == nil && !last.IsZero() && !now.Before(last) { // an end not known in advance
-				ks.troubled().stats.RefusedDeadline++
 				werr = fail(h, time.Time{}, ErrMaxElapsed)
 			}
 			if werr != nil {
@@ -277,7 +274,6 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 		ks.mu.Lock()
 		now = time.Now()
 		if err == nil && ks.head != w && !last.IsZero() && !now.Before(last) {
-			ks.troubled().stats.RefusedDeadline++
 			err = ErrMaxElapsed
 		}
 		if err != nil {
@@ -320,19 +316,15 @@ func (ks *keyState) ahead(w *waiter) int {
 func (t *Transport) refuse(ks *keyState, now time.Time, ahead, cost int, deadline time.Time, hasDeadline bool,
 	last time.Time, fail func(holder, time.Time, error) error) error {
 	if until := ks.pausedUntil(); until.Sub(now) > t.cfg.retry.MaxRetryAfter {
-		ks.troubled().stats.RefusedPaused++
 		return fail(holder{limit: LimitPause}, until, ErrPaused)
 	}
 	at, h := ks.lowerBound(now, t.since(now), ahead, cost)
 	switch {
 	case h.limit == LimitQuota && at.Sub(now) > t.cfg.retry.MaxRetryAfter:
-		ks.troubled().stats.RefusedPaused++
 		return fail(h, at, ErrPaused)
 	case hasDeadline && at.After(deadline):
-		ks.troubled().stats.RefusedDeadline++
 		return fail(h, at, ErrWouldExceedDeadline)
 	case !last.IsZero() && at.After(last):
-		ks.troubled().stats.RefusedDeadline++
 		return fail(h, at, ErrMaxElapsed)
 	}
 	return nil

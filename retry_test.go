@@ -641,6 +641,72 @@ func TestRetryRefusedAtOnceGivesTheLastResponse(t *testing.T) {
 	}
 }
 
+// A request whose retry is refused at once, the caller getting its last
+// answer, a 429, counts as one whose retries ended with a throttled answer:
+// in GaveUp, told by EventGaveUp (of the attempt whose answer the caller
+// gets, Reason the refusal), and not as a refusal, which is a request that
+// failed without being sent (regression, found in review 46: a got 429
+// Retry-After 1, b at 1.5 s 429 Retry-After 30, and a's retry at 3 s,
+// refused as past its 5 s deadline, counted as RefusedDeadline 1 with an
+// EventRefused; GaveUp said 1, with one EventGaveUp, for two requests that
+// both ended with a 429).
+func TestARetryRefusedAtOnceCountsAsGivenUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var log eventLog
+		var mu sync.Mutex
+		seen := map[string]int{}
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			seen[r.URL.Path]++
+			n := seen[r.URL.Path]
+			mu.Unlock()
+			switch {
+			case r.URL.Path == "/a" && n == 1:
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			case r.URL.Path == "/b":
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "30"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		}), log.option(), throttle.WithRetry(throttle.Retry{
+			NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(3 * time.Second) }}))
+		defer rt.Close()
+		get := func(url string) int { // with a deadline 5 s from the start
+			ctx, cancel := context.WithDeadline(context.Background(), start.Add(5*time.Second))
+			defer cancel()
+			resp, err := rt.RoundTrip(newReq(t, ctx, http.MethodGet, url))
+			if !assert.NoError(t, err, "%s: a response was obtained", url) {
+				return 0
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		done := make(chan int)
+		go func() { done <- get("http://api.test/a") }()
+		time.Sleep(1500 * time.Millisecond) // a's retry waits its backoff, to 3 s
+		assert.Equal(t, http.StatusTooManyRequests, get("http://api.test/b"))
+		assert.Equal(t, http.StatusTooManyRequests, <-done, "a gets its 429")
+
+		st := rt.Stats().Keys["api.test"]
+		assert.EqualValues(t, 2, st.GaveUp, "both ended with a throttled answer")
+		assert.Zero(t, st.RefusedDeadline, "neither failed without being sent")
+		assert.Empty(t, log.of(throttle.EventRefused))
+		gaveUp := log.of(throttle.EventGaveUp)
+		require.Len(t, gaveUp, 2)
+		var a throttle.Event
+		for _, e := range gaveUp {
+			if strings.HasSuffix(e.URL, "/a") {
+				a = e
+			}
+		}
+		assert.Equal(t, 1, a.Attempt, "the attempt whose answer the caller gets")
+		assert.Equal(t, http.StatusTooManyRequests, a.Status)
+		assert.NoError(t, a.Err)
+		assert.Contains(t, a.Reason, "the retry was refused: attempt 2: ")
+		assert.Contains(t, a.Reason, "wait would exceed the context deadline")
+	})
+}
+
 // A POST is retried after a 503 or a network error when it carries either
 // header net/http takes to make it safe to resend (Request.isReplayable):
 // Idempotency-Key or X-Idempotency-Key; without one it is sent once

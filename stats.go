@@ -49,9 +49,11 @@ type KeyStats struct {
 	Retries     int64 // retries scheduled
 	Pauses      int64 // pauses of the key begun by a server's answer (quota signals and outages)
 	Outages     int64 // outages begun: failures came to dominate the key's recent answers (each may pause the key several times, one probe per Retry-After: Pauses counts those)
-	GaveUp      int64 // requests whose retries ended with an error or a throttled answer
+	GaveUp      int64 // requests whose retries ended with an error or a throttled answer (a retry refused at once, the last response returned, included)
 
-	// Refusals, by reason: a request that failed without being sent.
+	// Refusals, by reason: a request that failed without being sent. A
+	// retry refused at once while the last response is in hand is not
+	// one: the caller gets that response, and GaveUp counts it.
 	RefusedQueueFull int64 // ErrQueueFull
 	RefusedDeadline  int64 // ErrWouldExceedDeadline, or ErrMaxElapsed for a retry
 	RefusedPaused    int64 // ErrPaused

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -245,8 +246,6 @@ func (r *request) do() (*http.Response, error) {
 		r.waited += tk.waited
 		if err != nil {
 			closeBody(send)
-			r.count(err)
-			r.refused(attempt, err)
 			if now, _ = r.t.now(); kept != nil && (endsRetrying(err) || errors.Is(err, ErrMaxElapsed) && now.Before(last)) {
 				// A retry refused at once, its turn known to come too
 				// late (a pause another request began, past the
@@ -258,8 +257,11 @@ func (r *request) do() (*http.Response, error) {
 				// MaxElapsed, where a pause began during the retry's
 				// backoff). A retry still waiting when MaxElapsed
 				// passed fails with ErrMaxElapsed (see Retry).
+				r.retryRefused(attempt, kept, err)
 				return kept, nil
 			}
+			r.count(err)
+			r.refused(attempt, err)
 			return nil, err
 		}
 		kept = nil
@@ -701,20 +703,47 @@ func (r *request) gaveUp(attempt int, resp *http.Response, err error, why string
 	}
 }
 
-// count records why a request ended without being sent.
+// count records why a request ended without being sent. It is counted
+// here, once the request is known to fail, not where admit refused it: a
+// retry refused while the last response is in hand ends with that response,
+// not a refusal (see retryRefused).
 func (r *request) count(err error) {
 	ks := r.ks
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
+	s := &ks.troubled().stats
 	switch {
 	case errors.Is(err, ErrClosed):
-		ks.troubled().stats.RefusedClosed++
-	case errors.Is(err, ErrQueueFull), errors.Is(err, ErrWouldExceedDeadline), errors.Is(err, ErrPaused),
-		errors.Is(err, ErrMaxElapsed), errors.Is(err, ErrStoreUnavailable), errors.Is(err, ErrCostTooLarge):
-		// counted where refused
+		s.RefusedClosed++
+	case errors.Is(err, ErrQueueFull):
+		s.RefusedQueueFull++
+	case errors.Is(err, ErrWouldExceedDeadline), errors.Is(err, ErrMaxElapsed):
+		s.RefusedDeadline++
+	case errors.Is(err, ErrPaused):
+		s.RefusedPaused++
+	case errors.Is(err, ErrStoreUnavailable):
+		s.RefusedStore++
+	case errors.Is(err, ErrCostTooLarge):
+		s.RefusedCost++
 	default:
-		ks.troubled().stats.Canceled++
+		s.Canceled++
 	}
+}
+
+// retryRefused ends retrying when a retry is refused at once while the last
+// response is in hand: the caller gets that response, so the request did not
+// fail without being sent (a refusal) but ended with that answer, and
+// counts in GaveUp and tells EventGaveUp of the attempt whose answer it is,
+// Reason the refusal (regression, found in review 46: it counted as
+// RefusedDeadline with an EventRefused, and GaveUp missed it: 1 and one
+// EventGaveUp for two requests that both ended with a 429).
+func (r *request) retryRefused(attempt int, kept *http.Response, err error) {
+	why := err.Error()
+	var we *WaitError
+	if errors.As(err, &we) {
+		why = strings.TrimPrefix(why, fmt.Sprintf("throttle: key %q: ", we.Key))
+	}
+	r.gaveUp(attempt-1, kept, nil, "the retry was refused: "+why)
 }
 
 func status(resp *http.Response) int {
