@@ -108,7 +108,10 @@ import (
 // (alone, the key's count of its own is exact: a log would not refuse). A
 // "log" is told again, too, when Remaining is more than a log could hold:
 // ours answered within the window's length are still counted in it (see
-// notALog); and a "window" whose first reading after a reset shows it not
+// notALog); one that came from a window refused after its reset, only
+// once unrefused and alone for a while, its requests spread evenly, and
+// at every reading for a window's length (see overLog: a window shows so
+// only after its resets); and a "window" whose first reading after a reset shows it not
 // back to whole, no others ever seen (a sliding counter, whose count of the
 // window before decays evenly, is back to half or more some way into the
 // next window), or, others seen and the window's length stated, not back
@@ -229,10 +232,11 @@ type told struct {
 	spanSent   time.Duration   // sent then
 	othersSeen time.Duration   // when readings last showed others spending the quota; 0: never
 	logRefused bool            // the kind is a log because a window was refused after its reset
+	overSince  time.Duration   // a settled log told by a window's refusal: the first of the readings since that a log could not hold (see overLog); 0: none
 	spread     time.Duration   // the last request admitted while spreading
 	lastAdm    uint64          // the latest admission answered
 	refusedAdm uint64          // admissions up to this one were sent before the last refusal
-	refusedAt  time.Duration   // when a bucket was last refused (a refusal episode began); 0: never
+	refusedAt  time.Duration   // when a bucket was last refused (a refusal episode began), or a log told by a window's refusal; 0: never
 	recurred   int             // refusal episodes of a bucket in a row, each soon after the one before (see retell)
 	raisedAt   time.Duration   // when probing last raised it
 	longest    time.Duration   // the longest reset seen: about a window's length
@@ -319,7 +323,9 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 		// two transports on one window, each taken for a log by turns,
 		// each sent what the log bound let go at once, and drew a
 		// hundred refusals).
-		m.kind, m.logRefused = kindLog, true
+		m.kind, m.logRefused, m.refusedAt = kindLog, true, now
+	} else if m.kind == kindLog && m.logRefused {
+		m.refusedAt = now // see logSettled
 	}
 	m.lastAdm = max(m.lastAdm, adm)
 	if !q.HasRemaining {
@@ -372,6 +378,10 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 	case kindBucket:
 		m.readLevel(r, now, sent, adm, admitted)
 	case kindLog:
+		if accepted && m.logRefused && m.overLog(now, r) {
+			m.retell()
+			break
+		}
 		if accepted && !m.logRefused && m.notALog(now, r) {
 			m.retell()
 			break
@@ -873,7 +883,7 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 		// refused later was refused at every wake, and gave up). What
 		// binds the rest (the log bound) still does.
 		return max(now, m.spread+time.Duration(float64(m.resetAt-now)/float64(int64(m.left)-inflight)))
-	case t >= need && m.kind == kindLog && m.othersSeen != 0 && m.length() > 0 && m.limit > 0:
+	case t >= need && m.kind == kindLog && (m.othersSeen != 0 || m.logRefused && m.logSettled(now)) && m.length() > 0 && m.limit > 0:
 		// Others spend it too, or did: no faster than its limit per
 		// window's length, evenly, but to catch up an eighth of a window
 		// late (see took). A log gives back as it was spent: keys that
@@ -884,6 +894,15 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 		// before, which a log's count takes for others' (regression: a
 		// key left alone on a counter of 100 a second, taken for a log,
 		// sent what it freed at once, 55 a second for good).
+		//
+		// So too a log told by a window's refusal, once settled: sent
+		// evenly, a bucket that refills faster shows Remaining back
+		// between our requests, which a log would still count (see
+		// notALog); replayed in bursts of its limit, each after the last
+		// had aged, it shows exactly what a log would, for ever
+		// (regression, found in review 46: a bucket of 100 a second, 5
+		// deep, taken so, was sent 5 at once each second, and a job's
+		// last 400 requests took 44 s, not 4).
 		return max(now, m.logPace+time.Duration(ahead)*(m.length()/time.Duration(m.limit)))
 	case t >= need:
 		return now

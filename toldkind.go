@@ -229,6 +229,37 @@ func (m *told) notALog(now time.Duration, r int) bool {
 	return k >= minDepth && r > m.limit-k+2
 }
 
+// logSettled reports whether a log told by a window refused after its
+// reset (see read) may be told again when a reading shows more than a log
+// could hold (see notALog): no refusal for two of the quota's length, and
+// regrowAfter at least, and no others seen spending it within a window's
+// length. Until then a reading that says so may be a window's reset, which
+// others spent the window before (regression, found in review 46: two
+// transports on a bucket of 100 a second, 5 deep, told by X-RateLimit-*;
+// the one starved while the other drained it took it for a window, was
+// refused after a reset, and was held to a log of 5 a second for good:
+// from the other's end at 11 s it sent 5 a second, and 400-426 of its
+// requests failed at a two-minute deadline).
+func (m *told) logSettled(now time.Duration) bool {
+	return m.refusedAt != 0 && now-m.refusedAt >= max(regrowAfter, 2*m.length()) && !m.sharedNow(now)
+}
+
+// overLog reports whether readings of a settled log told by a window's
+// refusal have each shown more than a log could hold (see notALog) for a
+// window's length: a bucket that refills faster than the key sends. A
+// window shows so only after each reset, while ours of the window before
+// are still counted in the log: not at its end.
+func (m *told) overLog(now time.Duration, r int) bool {
+	if !m.logSettled(now) || !m.notALog(now, r) {
+		m.overSince = 0
+		return false
+	}
+	if m.overSince == 0 {
+		m.overSince = now
+	}
+	return now-m.overSince >= m.length()
+}
+
 // retellAfter is how many refusal episodes of a bucket in a row, after a
 // first, each within two of the quota's length (at least coarseWait) of
 // the one before, show the verdict wrong.
@@ -241,7 +272,7 @@ const retellAfter = 3
 // what follows, as at the start, with what it knows of the quota's limit
 // and its own requests kept.
 func (m *told) retell() {
-	m.kind, m.rate, m.recurred, m.refusedAt, m.logRefused = kindUnknown, 0, 0, 0, false
+	m.kind, m.rate, m.recurred, m.refusedAt, m.logRefused, m.overSince = kindUnknown, 0, 0, 0, false, 0
 	m.markAt, m.reads, m.passed, m.still, m.tested = 0, 0, false, false, false
 	m.levelAt = 0
 }
