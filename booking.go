@@ -87,6 +87,7 @@ func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline 
 		return fail(held, until, ErrMaxElapsed)
 	}
 	w.booked, w.departAt, w.alone = true, until, res.Fallback
+	w.countedTo = until.Add(margin)
 	return nil
 }
 

@@ -26,6 +26,7 @@ type waiter struct {
 	bounded    bool      // its wait has an end: the context's deadline, or Retry.MaxElapsed
 	recheck    bool      // the key's Policy changed: check the bounds again (see repolicy)
 	departAt   time.Time // when, if booked
+	countedTo  time.Time // then: the latest sending its windows' booking counted (departAt and the margin)
 	alone      error     // the Reservation's Fallback, if booked
 }
 
@@ -217,6 +218,21 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 		if ks.head == w {
 			mono := t.since(now)
 			at, h := ks.readyAt(now, mono, pl.cost)
+			if w.booked && len(ks.pol.Windows) > 0 && at.After(w.countedTo) {
+				// Held here (a pause, an in-flight slot taken by a
+				// request of higher priority) past what the Store counted
+				// of its departure: it books again when it can go, so that
+				// its windows count it from its sending, as a Transport
+				// alone does; the first departure stays spent (regression,
+				// found in review 46: a head booked for 70.02 s, then
+				// paused to 73 s, went at 73.014 s counted from 70.02 s,
+				// and another Transport got 11 of a window of 10 within
+				// [73.014, 83.014)). Only beyond the margin, and only for
+				// windows: a bucket's readiness here trails the Store's
+				// departure a little, and rebooking on any lateness never
+				// ended (redisstore's TestTransportsShareQuota hung).
+				w.booked = false
+			}
 			if w.booked && w.departAt.After(at) {
 				at, h = w.departAt, holder{limit: LimitStore}
 			}
