@@ -83,13 +83,36 @@
 // holds any departure (the bucket full again, the pause over, the newest
 // departure the longest Per ago, a cut pace climbed back), and a
 // second more. An idle key thus costs nothing in Redis; a key used again
-// later starts afresh, as it would in memory. A key that someone else
+// later starts afresh. A key that someone else
 // wrote (of another type, or the windows' set holding a member not of the
 // scripts') is dropped by the next script that reads it, and starts
 // afresh too: one key's bad value concerns that key alone. An error reply
 // about one call (not one that says Redis cannot serve any: LOADING,
 // READONLY, CLUSTERDOWN, BUSY...) fails that call, or books it alone under
 // FailOpen, and the Store stays shared for the others.
+//
+// Two ways in which Redis's windows count otherwise than a
+// [throttle.MemoryStore], both allowed by [throttle.Store]'s meaning:
+//
+//   - As the windows' set stays in the order of booking, a departure counts
+//     at least as long as any booked before it. A Transport that has had
+//     no answer yet on the key books with a margin of a second (see
+//     [throttle.WindowMargin]); every departure booked after one of those,
+//     by any process, counts a second past Per too, until that one stops
+//     counting, where a MemoryStore counts each with its own margin. The
+//     caution that costs a key at most a second of its windows' first Per
+//     in memory costs every process sharing it as long as some process
+//     books before its first answer: in review 46, a process booking one
+//     departure a second with that margin cut the bookings of another,
+//     whose margins were 2 ms, from 49 in a MemoryStore to 28 in 6 s.
+//   - The windows' set expires a second after its newest score and the
+//     longest Per of the Policy that wrote it last: a window lengthened
+//     after a quiet spell longer than that finds it gone, and counts none
+//     of the departures of its new Per before, which a lone Transport
+//     still counts, and a MemoryStore too unless it has swept the key out
+//     as idle meanwhile (it lets go of them at the key's next booking, or
+//     at a sweep: see its doc). A Store need count, under a new Per, only
+//     those booked within the longest Per of the Policy before.
 //
 // Redis Cluster hashes only what is between the first braces, so every
 // Redis key of one partition key falls in one slot, as a script's keys
