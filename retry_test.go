@@ -592,53 +592,60 @@ func TestKeyPausesForTheServersWaitNotARequestsBackoff(t *testing.T) {
 // found in review: the 503 obtained was drained and lost, and the caller
 // got ErrWouldExceedDeadline or ErrPaused).
 func TestRetryRefusedAtOnceGivesTheLastResponse(t *testing.T) {
-	for _, tt := range []struct {
-		name, wait string // B's Retry-After
-	}{
-		{"past the deadline", "10"},
-		{"past MaxRetryAfter", "600"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
+	for _, wait := range []string{"10", "600"} { // past the deadline, past MaxRetryAfter
+		t.Run("Retry-After "+wait, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var first atomic.Bool
-				first.Store(true)
-				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
-					switch {
-					case r.URL.Path == "/b":
-						return reply(r, http.StatusTooManyRequests, "Retry-After", tt.wait), nil
-					case first.CompareAndSwap(true, false):
-						resp := reply(r, http.StatusServiceUnavailable, "Retry-After", "1")
-						resp.Body = io.NopCloser(strings.NewReader("down for a second"))
-						return resp, nil
-					}
-					return reply(r, http.StatusOK), nil
-				}))
-				defer rt.Close()
-				type result struct {
-					resp *http.Response
-					err  error
-				}
-				done := make(chan result)
-				go func() {
-					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					defer cancel()
-					resp, err := rt.RoundTrip(newReq(t, ctx, http.MethodGet, "http://h.test/a"))
-					done <- result{resp, err}
-				}()
-				time.Sleep(100 * time.Millisecond) // A's 503 is in; its retry waits out a second
-				resp, err := rt.RoundTrip(newReq(t, throttle.With(context.Background(), throttle.NoRetry()), http.MethodGet, "http://h.test/b"))
-				require.NoError(t, err)
-				resp.Body.Close()
-				a := <-done
-				require.NoError(t, a.err, "a response was obtained")
-				defer a.resp.Body.Close()
-				assert.Equal(t, http.StatusServiceUnavailable, a.resp.StatusCode)
-				body, err := io.ReadAll(a.resp.Body)
+				resp, err := retryRefusedAtOnce(t, wait, func() io.ReadCloser { return io.NopCloser(strings.NewReader("down for a second")) })
+				require.NoError(t, err, "a response was obtained")
+				defer resp.Body.Close()
+				assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+				body, err := io.ReadAll(resp.Body)
 				require.NoError(t, err)
 				assert.Equal(t, "down for a second", string(body))
 			})
 		})
 	}
+}
+
+// retryRefusedAtOnce sends request A, whose first answer is a 503 with
+// Retry-After: 1 and the body body makes, with a deadline 5 s away; while
+// A's retry waits out its second, request B is answered 429 with
+// Retry-After wait (10: past A's deadline; 600: past MaxRetryAfter), which
+// pauses the key: A's retry is refused at once. It returns what A's
+// RoundTrip returned. Run it in a synctest bubble.
+func retryRefusedAtOnce(t *testing.T, wait string, body func() io.ReadCloser) (*http.Response, error) {
+	t.Helper()
+	var first atomic.Bool
+	first.Store(true)
+	rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+		switch {
+		case r.URL.Path == "/b":
+			return reply(r, http.StatusTooManyRequests, "Retry-After", wait), nil
+		case first.CompareAndSwap(true, false):
+			resp := reply(r, http.StatusServiceUnavailable, "Retry-After", "1")
+			resp.Body = body()
+			return resp, nil
+		}
+		return reply(r, http.StatusOK), nil
+	}))
+	t.Cleanup(func() { rt.Close() })
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan result)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := rt.RoundTrip(newReq(t, ctx, http.MethodGet, "http://h.test/a"))
+		done <- result{resp, err}
+	}()
+	time.Sleep(500 * time.Millisecond) // A's 503 is in (its body drained, or cut at 100 ms); its retry waits out a second
+	resp, err := rt.RoundTrip(newReq(t, throttle.With(context.Background(), throttle.NoRetry()), http.MethodGet, "http://h.test/b"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	a := <-done
+	return a.resp, a.err
 }
 
 // A request whose retry is refused at once, the caller getting its last
@@ -774,49 +781,15 @@ func TestRetryRefusedAtOnceGivesTheLastResponseWhateverItsBody(t *testing.T) {
 			return io.NopCloser(io.MultiReader(strings.NewReader("<p>Service"), iotest.ErrReader(io.ErrUnexpectedEOF)))
 		}, "<p>Service", io.ErrUnexpectedEOF},
 	} {
-		for _, tt := range []struct {
-			name, wait string // B's Retry-After
-		}{
-			{"past the deadline", "10"},
-			{"past MaxRetryAfter", "600"},
-		} {
-			t.Run(body.name+"/"+tt.name, func(t *testing.T) {
+		for _, wait := range []string{"10", "600"} { // past the deadline, past MaxRetryAfter
+			t.Run(body.name+"/Retry-After "+wait, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					var first atomic.Bool
-					first.Store(true)
-					rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
-						switch {
-						case r.URL.Path == "/b":
-							return reply(r, http.StatusTooManyRequests, "Retry-After", tt.wait), nil
-						case first.CompareAndSwap(true, false):
-							resp := reply(r, http.StatusServiceUnavailable, "Retry-After", "1")
-							resp.Body = body.make()
-							return resp, nil
-						}
-						return reply(r, http.StatusOK), nil
-					}))
-					defer rt.Close()
-					type result struct {
-						resp *http.Response
-						err  error
-					}
-					done := make(chan result)
-					go func() {
-						ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-						defer cancel()
-						resp, err := rt.RoundTrip(newReq(t, ctx, http.MethodGet, "http://h.test/a"))
-						done <- result{resp, err}
-					}()
-					time.Sleep(500 * time.Millisecond) // A's 503 is in; its retry waits out a second
-					resp, err := rt.RoundTrip(newReq(t, throttle.With(context.Background(), throttle.NoRetry()), http.MethodGet, "http://h.test/b"))
-					require.NoError(t, err)
-					resp.Body.Close()
-					a := <-done
-					require.NoError(t, a.err, "a response was obtained")
-					defer a.resp.Body.Close()
-					assert.Equal(t, http.StatusServiceUnavailable, a.resp.StatusCode)
-					assert.Equal(t, "1", a.resp.Header.Get("Retry-After"), "its header whole")
-					got, err := io.ReadAll(a.resp.Body)
+					resp, err := retryRefusedAtOnce(t, wait, body.make)
+					require.NoError(t, err, "a response was obtained")
+					defer resp.Body.Close()
+					assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+					assert.Equal(t, "1", resp.Header.Get("Retry-After"), "its header whole")
+					got, err := io.ReadAll(resp.Body)
 					require.ErrorIs(t, err, body.err, "the body says why it ends")
 					assert.NotEmpty(t, got)
 					assert.LessOrEqual(t, len(got), 4<<10, "no more kept than drained")
@@ -824,7 +797,7 @@ func TestRetryRefusedAtOnceGivesTheLastResponseWhateverItsBody(t *testing.T) {
 					if body.name != "long" {
 						assert.Equal(t, body.want, string(got), "all that came")
 					}
-					_, err = a.resp.Body.Read(make([]byte, 1))
+					_, err = resp.Body.Read(make([]byte, 1))
 					assert.ErrorIs(t, err, body.err, "and says it again")
 				})
 			})

@@ -144,31 +144,47 @@ func TestASharedWindowKeepsCountingAcrossAChange(t *testing.T) {
 // window of 10 reached the server within one Per.
 func TestASharedWindowCountsEachDepartureForItsOwnMargin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := throttle.NewMemoryStore()
-		log := &arrivalLog{start: time.Now()}
 		w := throttle.Window{N: 10, Per: 10 * time.Second}
-		pol := throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{w}})
-		a := throttle.New(farServer{190 * time.Millisecond, log}, pol, throttle.WithStore(store))
-		b := throttle.New(farServer{time.Millisecond, log}, pol, throttle.WithStore(store))
-		defer a.Close()
-		defer b.Close()
-		for range 3 { // each learns its round trip; then the window empties
-			require.NoError(t, do(t, a, "http://api.test/warm"))
-			require.NoError(t, do(t, b, "http://api.test/warm"))
-		}
-		time.Sleep(time.Minute)
-		from := time.Since(log.start)
-		var wg sync.WaitGroup
-		for i := range w.N {
-			wg.Go(func() { assert.NoError(t, do(t, a, fmt.Sprint("http://api.test/a", i))) })
-		}
-		synctest.Wait()
-		require.NoError(t, do(t, b, "http://api.test/b"))
-		wg.Wait()
-		arrived := log.since(from)
-		require.Len(t, arrived, w.N+1)
+		arrived, _ := farAndNearShareAWindow(t, w, true)
 		assert.LessOrEqual(t, mostWithin(arrived, w.Per), w.N, "reached the server within one Per: %v", arrived)
 	})
+}
+
+// farAndNearShareAWindow runs two Transports on one MemoryStore and the
+// window w: A, whose requests take 190 ms to reach the server, and B, 1 ms
+// away. B learns its round trip (and A too, if warmA), the window empties,
+// then A sends w.N at once and B one request after them. It returns the
+// arrivals at the server from then on, and how long B's request took. Run
+// it in a synctest bubble.
+func farAndNearShareAWindow(t *testing.T, w throttle.Window, warmA bool) (arrived []time.Duration, took time.Duration) {
+	t.Helper()
+	store := throttle.NewMemoryStore()
+	log := &arrivalLog{start: time.Now()}
+	pol := throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{w}})
+	a := throttle.New(farServer{190 * time.Millisecond, log}, pol, throttle.WithStore(store))
+	b := throttle.New(farServer{time.Millisecond, log}, pol, throttle.WithStore(store))
+	defer a.Close()
+	defer b.Close()
+	for range 3 { // each warmed learns its round trip; then the window empties
+		if warmA {
+			require.NoError(t, do(t, a, "http://api.test/warm"))
+		}
+		require.NoError(t, do(t, b, "http://api.test/warm"))
+	}
+	time.Sleep(time.Minute)
+	from := time.Since(log.start)
+	var wg sync.WaitGroup
+	for i := range w.N {
+		wg.Go(func() { assert.NoError(t, do(t, a, fmt.Sprint("http://api.test/a", i))) })
+	}
+	synctest.Wait()
+	start := time.Now()
+	require.NoError(t, do(t, b, "http://api.test/b"))
+	took = time.Since(start)
+	wg.Wait()
+	arrived = log.since(from)
+	require.Len(t, arrived, w.N+1)
+	return arrived, took
 }
 
 // A Transport that has had no answer yet on a key books its window
@@ -182,31 +198,10 @@ func TestASharedWindowCountsEachDepartureForItsOwnMargin(t *testing.T) {
 // them, and 11 of the window reached the server within one Per.
 func TestASharedWindowCountsAMarginBeforeTheFirstAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := throttle.NewMemoryStore()
-		log := &arrivalLog{start: time.Now()}
 		w := throttle.Window{N: 10, Per: 10 * time.Second}
-		pol := throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{w}})
-		a := throttle.New(farServer{190 * time.Millisecond, log}, pol, throttle.WithStore(store))
-		b := throttle.New(farServer{time.Millisecond, log}, pol, throttle.WithStore(store))
-		defer a.Close()
-		defer b.Close()
-		for range 3 { // B learns its round trip; then the window empties
-			require.NoError(t, do(t, b, "http://api.test/warm"))
-		}
-		time.Sleep(time.Minute)
-		from := time.Since(log.start)
-		var wg sync.WaitGroup
-		for i := range w.N {
-			wg.Go(func() { assert.NoError(t, do(t, a, fmt.Sprint("http://api.test/a", i))) })
-		}
-		synctest.Wait()
-		start := time.Now()
-		require.NoError(t, do(t, b, "http://api.test/b"))
-		wg.Wait()
-		arrived := log.since(from)
-		require.Len(t, arrived, w.N+1)
+		arrived, took := farAndNearShareAWindow(t, w, false)
 		assert.LessOrEqual(t, mostWithin(arrived, w.Per), w.N, "reached the server within one Per: %v", arrived)
-		assert.Equal(t, w.Per+time.Second+2*time.Millisecond, time.Since(start), "B's request: a second past Per, and its round trip")
+		assert.Equal(t, w.Per+time.Second+2*time.Millisecond, took, "B's request: a second past Per, and its round trip")
 	})
 }
 
@@ -231,6 +226,24 @@ func slowServer(log *arrivalLog) rtFunc {
 	}
 }
 
+// warmPairOnAStore returns two Transports on one MemoryStore, paced by p,
+// sending to server, A given aOpts too, each having learned its round trip;
+// a minute later, when they return, the windows are empty. They close at
+// the test's end.
+func warmPairOnAStore(t *testing.T, server http.RoundTripper, p throttle.Policy, aOpts ...throttle.Option) (a, b *throttle.Transport) {
+	t.Helper()
+	store := throttle.NewMemoryStore()
+	a = throttle.New(server, append([]throttle.Option{throttle.WithPolicy(p), throttle.WithStore(store)}, aOpts...)...)
+	b = throttle.New(server, throttle.WithPolicy(p), throttle.WithStore(store))
+	t.Cleanup(func() { a.Close(); b.Close() })
+	for range 3 {
+		require.NoError(t, do(t, a, "http://api.test/warm"))
+		require.NoError(t, do(t, b, "http://api.test/warm"))
+	}
+	time.Sleep(time.Minute)
+	return a, b
+}
+
 // A head whose window departure a Store booked, but which a pause then
 // holds past that departure, books again when it can go, so that the
 // Store counts it from when it is sent, as a Transport alone does: A and B
@@ -242,19 +255,9 @@ func slowServer(log *arrivalLog) rtFunc {
 // B 9 at 73.014 s and 1 at 80.017 s: 11 within [73.014, 83.014).
 func TestAHeadAPauseHoldsPastItsBookingIsCountedWhenItGoes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := throttle.NewMemoryStore()
 		log := &arrivalLog{start: time.Now()}
 		w := throttle.Window{N: 10, Per: 10 * time.Second}
-		pol := throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{w}})
-		a := throttle.New(slowServer(log), pol, throttle.WithStore(store), throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
-		b := throttle.New(slowServer(log), pol, throttle.WithStore(store))
-		defer a.Close()
-		defer b.Close()
-		for range 3 { // each learns its round trip; then the window empties
-			require.NoError(t, do(t, a, "http://api.test/warm"))
-			require.NoError(t, do(t, b, "http://api.test/warm"))
-		}
-		time.Sleep(time.Minute)
+		a, b := warmPairOnAStore(t, slowServer(log), throttle.Policy{Windows: []throttle.Window{w}}, throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
 		from := time.Since(log.start)
 		var wg sync.WaitGroup
 		for i := range w.N - 1 {
@@ -286,19 +289,9 @@ func TestAHeadAPauseHoldsPastItsBookingIsCountedWhenItGoes(t *testing.T) {
 // [70.133, 80.133).
 func TestAHeadAPriorityHoldsPastItsBookingIsCountedWhenItGoes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := throttle.NewMemoryStore()
 		log := &arrivalLog{start: time.Now()}
 		w := throttle.Window{N: 10, Per: 10 * time.Second}
-		pol := throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{w}, MaxInFlight: 1})
-		a := throttle.New(slowServer(log), pol, throttle.WithStore(store))
-		b := throttle.New(slowServer(log), pol, throttle.WithStore(store))
-		defer a.Close()
-		defer b.Close()
-		for range 3 { // each learns its round trip; then the window empties
-			require.NoError(t, do(t, a, "http://api.test/warm"))
-			require.NoError(t, do(t, b, "http://api.test/warm"))
-		}
-		time.Sleep(time.Minute)
+		a, b := warmPairOnAStore(t, slowServer(log), throttle.Policy{Windows: []throttle.Window{w}, MaxInFlight: 1})
 		from := time.Since(log.start)
 		for i := range w.N - 1 {
 			require.NoError(t, do(t, b, fmt.Sprint("http://api.test/b", i)))
