@@ -223,9 +223,10 @@ import (
 //     the probes') is refused among answers accepted, one in two at most.
 //     The cut the run's first refusal made is undone, but a growth's (a
 //     pace that doubles past a window's rate is refused by runs): the
-//     pace, the slowest refused, the fastest held, the search's mode, its
-//     step and its time go back, a trial the cut began ends, and the pause
-//     the run may have brought cuts nothing (rule 4): the refused
+//     pace, the slowest refused, the search's mode, its step and its time
+//     go back (the fastest pace held, if the cut lowered it, stays so), a
+//     trial the cut began ends, and the pause the run may have brought
+//     cuts nothing (rule 4): the refused
 //     requests wait their Retry-After, the key peeks into it as rule 1
 //     says. Not when the run came within 2 s of another such run
 //     (blipQuiet), nor when its first refusal carried quota headers (the
