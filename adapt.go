@@ -277,6 +277,16 @@ func (e *evidence) shownRecent() {
 	e.shown(n, bits.OnesCount64(e.recent[0]&mask(n))+bits.OnesCount64(e.recent[1]&mask(n-64)))
 }
 
+// steady reports whether the refusals among the key's last 20 answers came
+// no more often than before them: among the up to 108 answers before,
+// as many as among the 20 but one, at least.
+func (e *evidence) steady() bool {
+	n := min(e.seen, 128)
+	near := bits.OnesCount64(e.recent[0] & mask(outageAnswers))
+	all := bits.OnesCount64(e.recent[0]&mask(n)) + bits.OnesCount64(e.recent[1]&mask(n-64))
+	return all-near >= near-1
+}
+
 // runs is the number of runs of refusals among the last n answers (up to
 // 128): refusals with no answer accepted between them are one run.
 func (e *evidence) runs(n int) int {
