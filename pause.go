@@ -94,12 +94,12 @@ func readHint(resp *http.Response, failed bool, now *instant) hint {
 		// 500, a 408) is never sooner than its Retry-After, and not made
 		// when that is longer than MaxRetryAfter (regression, found in
 		// review: such retries ignored it).
-		if ra, whole, ok := parseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
+		if ra, whole, ok := retryAfter(resp.Header, now); ok {
 			h.wait, h.hasWait, h.whole, h.source = ra, true, whole, "Retry-After"
 		}
 		return h
 	}
-	if ra, whole, ok := parseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
+	if ra, whole, ok := retryAfter(resp.Header, now); ok {
 		h.wait, h.hasWait, h.whole, h.source = ra, true, whole, "Retry-After"
 		if resp.StatusCode == http.StatusForbidden {
 			h.signal = signalQuota // GitHub's secondary rate limit

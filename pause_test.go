@@ -263,6 +263,76 @@ func TestRetryAfterForms(t *testing.T) {
 	}
 }
 
+// TestMergedRetryAfterPausesForTheLongestWait guards that a Retry-After an
+// intermediary merged from two field lines ("120, 120", two HTTP-dates
+// joined with ", ", each with its own comma), or one sent as two lines, is
+// read: the key pauses for the longest wait stated, and the refused
+// request's retry waits it; one malformed element makes the whole value
+// malformed, a refusal that states no wait (a second). Regression, found in
+// review 46: "120, 120" and the merged dates were malformed, the key paused
+// a second (120 s and 90 s asked), and of the lines "60" and "120" only the
+// first was read, 60 s.
+func TestMergedRetryAfterPausesForTheLongestWait(t *testing.T) {
+	date := func(now time.Time, d time.Duration) string { return now.Add(d).UTC().Format(http.TimeFormat) }
+	for _, tt := range []struct {
+		name  string
+		lines func(now time.Time) []string
+		want  time.Duration
+	}{
+		{"seconds merged", func(time.Time) []string { return []string{"120, 120"} }, 120 * time.Second},
+		{"seconds merged, longest first", func(time.Time) []string { return []string{"120, 60"} }, 120 * time.Second},
+		{"seconds merged without a space", func(time.Time) []string { return []string{"60,120"} }, 120 * time.Second},
+		{"two lines, longest last", func(time.Time) []string { return []string{"60", "120"} }, 120 * time.Second},
+		{"dates merged", func(now time.Time) []string {
+			return []string{date(now, 90*time.Second) + ", " + date(now, 30*time.Second)}
+		}, 90 * time.Second},
+		{"rfc850 and asctime merged", func(now time.Time) []string {
+			return []string{now.Add(20*time.Second).UTC().Format(time.RFC850) + ", " + now.Add(40*time.Second).UTC().Format(time.ANSIC)}
+		}, 40 * time.Second},
+		{"a date line and a seconds line", func(now time.Time) []string { return []string{date(now, 30*time.Second), "45"} }, 45 * time.Second},
+		{"an empty line", func(time.Time) []string { return []string{"", "75"} }, 75 * time.Second},
+		{"one element malformed", func(time.Time) []string { return []string{"120, soon"} }, time.Second},
+		{"one line malformed", func(time.Time) []string { return []string{"120", "soon"} }, time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// The bubble's clock starts at a whole second, so dates are exact.
+				s := newScript(0, func(r *http.Request, n int) *http.Response {
+					if r.URL.Path == "/a" && n == 1 {
+						resp := reply(r, http.StatusTooManyRequests)
+						resp.Header["Retry-After"] = tt.lines(time.Now())
+						return resp
+					}
+					return reply(r, http.StatusOK)
+				})
+				var mu sync.Mutex
+				var paused []throttle.Event
+				rt := throttle.New(s, throttle.WithEvents(func(e throttle.Event) {
+					if e.Kind == throttle.EventPaused {
+						mu.Lock()
+						paused = append(paused, e)
+						mu.Unlock()
+					}
+				}))
+				defer rt.Close()
+				code, err := status(t, rt, http.MethodGet, "http://m.test/a")
+				require.NoError(t, err)
+				assert.Equal(t, http.StatusOK, code)
+				assert.Equal(t, []time.Duration{0, tt.want}, s.times("/a"), "the retry waits the longest")
+				mu.Lock()
+				defer mu.Unlock()
+				require.Len(t, paused, 1)
+				assert.Equal(t, s.start.Add(tt.want), paused[0].Until, "the key pauses for the longest")
+				if tt.want > time.Second {
+					assert.Equal(t, "Retry-After", paused[0].Source)
+				} else {
+					assert.Equal(t, "backoff", paused[0].Source, "no wait stated")
+				}
+			})
+		})
+	}
+}
+
 func TestStatusHandling(t *testing.T) {
 	tests := []struct {
 		name     string

@@ -35,17 +35,53 @@ const maxRetryDuration = time.Duration(math.MaxInt64)
 //     before now gives 0, true. (The Transport passes the server's clock as now
 //     when the answer's Date field shows it to differ from its own.)
 //
-// The duration is never negative. ok is false, with a zero duration, only when
-// the value is absent (empty or blank) or malformed: a sign ("-5", "+5"), a unit
-// ("5s"), an exponent, inner spaces, an ISO 8601 timestamp, or anything else that
-// is neither of the number forms above nor an HTTP-date. What a missing value
-// means is the caller's choice.
+// Retry-After is not a list, but proxies and client libraries join a
+// header's field lines into one, with a comma and optional whitespace, for any
+// field (RFC 9110, Section 5.3): "120, 60", or
+// "Sun, 06 Nov 1994 08:49:37 GMT, Sun, 06 Nov 1994 08:49:37 GMT". A value
+// that holds several such elements, each of them one of the forms above, gives
+// the longest of their waits: the server asked for each. A comma right after
+// a day name is the date's own. Empty elements, as an empty field line leaves,
+// are skipped; one malformed element makes the whole value malformed ("120,
+// soon"), and "1,5" is two waits, 1 and 5 seconds, not one and a half. To
+// read a header sent as several field lines, join them with ", ".
 //
-// The number forms do not allocate. ParseRetryAfter never panics, whatever the
-// input.
+// The duration is never negative. ok is false, with a zero duration, only when
+// the value is absent (empty, blank, or empty elements only) or malformed: a
+// sign ("-5", "+5"), a unit ("5s"), an exponent, inner spaces, an ISO 8601
+// timestamp, or anything else that is neither of the number forms above nor an
+// HTTP-date, nor a list of them. What a missing value means is the caller's
+// choice.
+//
+// The number forms do not allocate, nor does a list of them. ParseRetryAfter
+// never panics, whatever the input.
 func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
 	d, _, ok := parseRetryAfter(value, &instant{now: now})
 	return d, ok
+}
+
+// retryAfter reads the Retry-After of a response header h: its field lines,
+// each of which may hold several values joined by an intermediary, give the
+// longest wait any of them states. Only the first line was read, and a
+// merged one as malformed: a 429 with "Retry-After: 120, 120" paused the key
+// for the second a refusal that states no wait is taken to ask, and one with
+// the lines "60" and "120" for 60 s (found in review 46).
+func retryAfter(h http.Header, now *instant) (d time.Duration, whole, ok bool) {
+	lines := h["Retry-After"] // canonical: no need for Values' canonicalization
+	if len(lines) == 1 {
+		return parseRetryAfter(lines[0], now)
+	}
+	for _, line := range lines {
+		ld, lw, lok := parseRetryAfter(line, now)
+		if !lok {
+			if strings.Trim(line, " \t,") == "" {
+				continue // an empty field line, merged, is an empty element
+			}
+			return 0, false, false
+		}
+		d, whole, ok = longer(d, whole, ok, ld, lw)
+	}
+	return d, whole, ok
 }
 
 // parseRetryAfter is ParseRetryAfter, and reports whether the value has
@@ -53,6 +89,76 @@ func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
 // server meant may end up to a second before the one stated: a server
 // rounds up to its next whole second (a date), or its wait to whole seconds.
 func parseRetryAfter(value string, now *instant) (d time.Duration, whole, ok bool) {
+	if d, whole, ok = parseRetryAfterValue(value, now); ok {
+		return d, whole, true
+	}
+	// A single value has no comma but a date's own after its day name,
+	// so one that parses is not a list: only a failure pays for the split.
+	if strings.IndexByte(value, ',') < 0 {
+		return 0, false, false
+	}
+	for rest := value; rest != ""; {
+		var elem string
+		elem, rest = nextRetryAfter(rest)
+		if strings.Trim(elem, " \t") == "" {
+			continue
+		}
+		ed, ew, eok := parseRetryAfterValue(elem, now)
+		if !eok {
+			return 0, false, false
+		}
+		d, whole, ok = longer(d, whole, ok, ed, ew)
+	}
+	return d, whole, ok
+}
+
+// nextRetryAfter splits the first element off a Retry-After value that
+// intermediaries merged: up to the first comma, unless all before it is
+// letters, a day name, whose comma is the date's own (IMF-fixdate and RFC
+// 850's: "Sun, 06 Nov 1994 08:49:37 GMT"): then up to the next. The element
+// is then parsed whole, so a comma taken for a date's that is not fails it.
+func nextRetryAfter(s string) (elem, rest string) {
+	i := strings.IndexByte(s, ',')
+	if i < 0 {
+		return s, ""
+	}
+	if isDayName(strings.Trim(s[:i], " \t")) {
+		j := strings.IndexByte(s[i+1:], ',')
+		if j < 0 {
+			return s, ""
+		}
+		i += 1 + j
+	}
+	return s[:i], s[i+1:]
+}
+
+// isDayName reports whether s is ASCII letters only, as a day name is; the
+// date it begins is checked by its parse.
+func isDayName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i] | 0x20; c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// longer adds a wait e (whole says whether in whole seconds) to the
+// longest so far, d (none if !ok). Of two equal waits the exact one
+// counts: the end of the wait is known, and no sooner.
+func longer(d time.Duration, whole, ok bool, e time.Duration, ewhole bool) (time.Duration, bool, bool) {
+	switch {
+	case !ok || e > d:
+		return e, ewhole, true
+	case e == d:
+		return d, whole && ewhole, true
+	}
+	return d, whole, true
+}
+
+// parseRetryAfterValue parses one Retry-After value: delay-seconds,
+// decimal seconds or an HTTP-date.
+func parseRetryAfterValue(value string, now *instant) (d time.Duration, whole, ok bool) {
 	value = strings.Trim(value, " \t")
 	if value == "" {
 		return 0, false, false

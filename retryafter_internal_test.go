@@ -24,6 +24,11 @@ func TestRetryAfterSaysWhetherItIsWholeSeconds(t *testing.T) {
 		{"0.25", 250 * time.Millisecond, false},
 		{"Wed, 02 Dec 2026 10:00:01 GMT", 700 * time.Millisecond, true},
 		{"Wednesday, 02-Dec-26 10:00:01 GMT", 700 * time.Millisecond, true},
+		// Merged: the longest wait's, and of equal ones the exact.
+		{"2, 1.0", 2 * time.Second, true},
+		{"1.5, 1", 1500 * time.Millisecond, false},
+		{"1, 1.0", time.Second, false},
+		{"0.5, Wed, 02 Dec 2026 10:00:01 GMT", 700 * time.Millisecond, true},
 	}
 	for _, tt := range tests {
 		d, whole, ok := parseRetryAfter(tt.value, &instant{now: now})

@@ -50,6 +50,37 @@ var retryAfterCases = []struct {
 	{"saturates-huge", "9223372037", longestDuration, true},
 	{"longer-than-int64", "99999999999999999999999999999999", longestDuration, true},
 	{"longer-than-int64-decimal", "99999999999999999999.5", longestDuration, true},
+	// Merged by an intermediary from several field lines: the longest.
+	{"merged-same", "120, 120", 120 * time.Second, true},
+	{"merged-longest-last", "60, 120", 120 * time.Second, true},
+	{"merged-longest-first", "120, 60", 120 * time.Second, true},
+	{"merged-no-space", "60,120", 120 * time.Second, true},
+	{"merged-tabs", "60\t,\t120", 120 * time.Second, true},
+	{"merged-three", "1, 120, 60", 120 * time.Second, true},
+	{"merged-decimal", "1.5, 1", 1500 * time.Millisecond, true},
+	{"merged-imf-fixdates", "Sun, 06 Nov 1994 08:49:37 GMT, Sun, 06 Nov 1994 08:49:37 GMT", 37 * time.Second, true},
+	{"merged-imf-fixdates-longest-last", "Sun, 06 Nov 1994 08:49:10 GMT, Sun, 06 Nov 1994 08:49:37 GMT", 37 * time.Second, true},
+	{"merged-imf-fixdates-no-space", "Sun, 06 Nov 1994 08:49:37 GMT,Sun, 06 Nov 1994 08:49:10 GMT", 37 * time.Second, true},
+	{"merged-rfc850s", "Sunday, 06-Nov-94 08:49:37 GMT, Sunday, 06-Nov-94 08:49:20 GMT", 37 * time.Second, true},
+	{"merged-rfc850-and-asctime", "Sunday, 06-Nov-94 08:49:20 GMT, Sun Nov  6 08:49:37 1994", 37 * time.Second, true},
+	{"merged-asctime-and-imf-fixdate", "Sun Nov  6 08:49:37 1994, Sun, 06 Nov 1994 08:49:20 GMT", 37 * time.Second, true},
+	{"merged-date-and-seconds", "Sun, 06 Nov 1994 08:49:37 GMT, 60", 60 * time.Second, true},
+	{"merged-seconds-and-date", "10, Sun, 06 Nov 1994 08:49:37 GMT", 37 * time.Second, true},
+	{"merged-past-date-and-seconds", "Sun, 06 Nov 1994 08:48:00 GMT, 5", 5 * time.Second, true},
+	{"merged-past-dates", "Sun, 06 Nov 1994 08:48:00 GMT, Sun, 06 Nov 1994 08:47:00 GMT", 0, true},
+	{"merged-saturates", "99999999999999999999, 120", longestDuration, true},
+	{"merged-empty-line-last", "120, ", 120 * time.Second, true},
+	{"merged-empty-line-first", ", 120", 120 * time.Second, true},
+	{"merged-empty-lines-between", "60, , ,120", 120 * time.Second, true},
+	{"merged-malformed-last", "120, soon", 0, false},
+	{"merged-malformed-first", "soon, 120", 0, false},
+	{"merged-negative", "120, -5", 0, false},
+	{"merged-bad-date", "Sun, 06 Nov 1994 08:49:37, 120", 0, false},
+	{"merged-day-name-alone", "120, Sun", 0, false},
+	{"merged-day-name-and-seconds", "Sun, 120", 0, false},
+	{"merged-not-a-day", "Foo, 06 Nov 1994 08:49:37 GMT", 0, false},
+	{"merged-semicolon", "120; 60", 0, false},
+	{"commas-only", " , ,", 0, false},
 	{"empty", "", 0, false},
 	{"blank", " \t ", 0, false},
 	{"negative", "-5", 0, false},
@@ -65,7 +96,7 @@ var retryAfterCases = []struct {
 	{"multiple-dots", "1.2.3", 0, false},
 	{"trailing-dot", "2.", 0, false},
 	{"leading-dot", ".5", 0, false},
-	{"decimal-comma", "1,5", 0, false},
+	{"decimal-comma-is-two-waits", "1,5", 5 * time.Second, true},
 	{"trailing-newline", "12\n", 0, false},
 	{"iso-8601", "1994-11-06T08:49:37Z", 0, false},
 	{"bad-date-format", "Sun, 06 Nov 1994 08:49:37", 0, false},
@@ -93,7 +124,7 @@ func TestParseRetryAfterNowInAnotherZone(t *testing.T) {
 }
 
 func TestParseRetryAfterDoesNotAllocate(t *testing.T) {
-	for _, v := range []string{"120", " 2.0 ", "99999999999999999999999999"} {
+	for _, v := range []string{"120", " 2.0 ", "99999999999999999999999999", "120, 60, 2.0"} {
 		allocs := testing.AllocsPerRun(100, func() { throttle.ParseRetryAfter(v, retryAfterNow) })
 		assert.Zero(t, allocs, "%q", v)
 	}
@@ -113,6 +144,9 @@ func FuzzParseRetryAfter(f *testing.F) {
 	}
 	f.Add("Sun, 06 Nov 1994 08:49:37 GMT", int64(math.MinInt64))
 	f.Add("Sun Nov  6 08:49:37 1994", int64(math.MaxInt64))
+	f.Add("Sunday, 06-Nov-94 08:49:37 GMT, Sun Nov  6 08:49:37 1994, 120", int64(0))
+	f.Add("Sun, 06 Nov 1994 08:49:37 GMT, Sun, 06 Nov 1994 08:49:37 GMT", int64(time.Minute))
+	f.Add("Sun,, 06 Nov 1994 08:49:37 GMT", int64(0))
 	f.Fuzz(func(t *testing.T, value string, offset int64) {
 		now := retryAfterNow.Add(time.Duration(offset))
 		got, ok := throttle.ParseRetryAfter(value, now)
@@ -122,6 +156,22 @@ func FuzzParseRetryAfter(f *testing.F) {
 		if !ok && got != 0 {
 			t.Fatalf("ParseRetryAfter(%q) = %v, false; want 0 when not ok", value, got)
 		}
+		// Merged by an intermediary with itself, or with another value,
+		// the value reads as before, or gives the longer wait.
+		if merged, mok := throttle.ParseRetryAfter(value+", "+value, now); mok != ok || merged != got {
+			t.Fatalf("ParseRetryAfter(%q) = %v, %v; merged with itself %v, %v", value, got, ok, merged, mok)
+		}
+		for _, other := range []string{"60", "Sun, 06 Nov 1994 08:50:00 GMT"} {
+			want, _ := throttle.ParseRetryAfter(other, now)
+			if ok {
+				want = max(want, got)
+			}
+			for _, merged := range []string{value + ", " + other, other + "," + value} {
+				if d, mok := throttle.ParseRetryAfter(merged, now); mok != ok && strings.Trim(value, " \t,") != "" || mok && d != want {
+					t.Fatalf("ParseRetryAfter(%q) = %v, %v; ParseRetryAfter(%q) = %v, %v, want %v", value, got, ok, merged, d, mok, want)
+				}
+			}
+		}
 	})
 }
 
@@ -130,6 +180,8 @@ func BenchmarkParseRetryAfter(b *testing.B) {
 		{"delta", "120"},
 		{"decimal", "2.0"},
 		{"date", "Sun, 06 Nov 1994 08:49:37 GMT"},
+		{"merged", "120, 120"},
+		{"merged-dates", "Sun, 06 Nov 1994 08:49:37 GMT, Sun, 06 Nov 1994 08:49:37 GMT"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
