@@ -3,6 +3,7 @@ package throttle_test
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -153,4 +154,113 @@ func TestAPolicyBelowABucketLeavesNoInflatedRateBehind(t *testing.T) {
 		assert.Equal(t, throttle.PacePolicy, st.PaceFrom)
 		assert.InDelta(t, 20, float64(st.Rate), 0.01)
 	})
+}
+
+// getAt sends a GET through rt at once and returns when its answer came,
+// from start, and its status (0 after an error).
+func getAt(t *testing.T, rt http.RoundTripper, start time.Time) (time.Duration, int) {
+	t.Helper()
+	req := newReq(t, t.Context(), http.MethodGet, "http://api.test/")
+	req.Header.Set("X-API-Key", "k")
+	resp, err := rt.RoundTrip(req)
+	if !assert.NoError(t, err) {
+		return time.Since(start), 0
+	}
+	resp.Body.Close()
+	return time.Since(start), resp.StatusCode
+}
+
+// A slow bucket told by X-RateLimit-* on every answer (0.1 a second, 10
+// deep, 5 ms away) is told from a window by its reset, the time until it
+// is full: four requests at once read Remaining 9, 8, 7 and 6 and resets
+// of 10, 20, 30 and 40 s, an end that moves later with each request, as a
+// window's never does. Just past 10 s the mirror holds 7, as the server
+// does; of 10 requests sent then, 7 go within the second and the rest at
+// the bucket's refill, none refused. Regression, found in review 46: no
+// span of answers showed the refill (they all came at once), and the key
+// took the earliest reset for a window's end: just past 10 s Stats said
+// 10 remained, and of the 10 requests 8 went at once, one refused, the
+// last two 40 s later. With the reset read, the first answer of the 10
+// still set the rate to 0 (its span of 10 s showed Remaining fallen by
+// more than the answers in it, the rest of ours on their way): 6 went at
+// once, two more together once those were answered, one refused, and the
+// last two 10 and 21 s apart. Now 6 at once, the 7th 0.25 s later, the
+// rest 10.25 s apart.
+func TestAResetThatMovesLaterShowsABucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{
+			Limits:     []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 0.1, Burst: 10}},
+			XRateLimit: true, HeadersOnSuccess: true, Latency: 5 * time.Millisecond})
+		rt := throttle.New(api, throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
+		defer rt.Close()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() { getAt(t, rt, start) })
+		}
+		wg.Wait()
+		// Just past the earliest reset (10 s after the answers, 5 ms
+		// after the requests): a window would be whole again.
+		time.Sleep(10*time.Second + 10*time.Millisecond - time.Since(start))
+		assert.Equal(t, 7, rt.Stats().Keys["api.test"].Remaining, "what the server holds")
+
+		var mu sync.Mutex
+		var answered []time.Duration
+		var refused int
+		for range 10 {
+			wg.Go(func() {
+				at, status := getAt(t, rt, start)
+				mu.Lock()
+				defer mu.Unlock()
+				if status != http.StatusOK {
+					refused++
+				}
+				answered = append(answered, at)
+			})
+		}
+		wg.Wait()
+		slices.Sort(answered)
+		t.Logf("answered at %v, %d refused", answered, refused)
+		assert.Zero(t, refused)
+		assert.Zero(t, api.Stats().Total.Throttled)
+		assert.Less(t, answered[6], 11*time.Second, "seven within the second")
+		for i := 7; i < len(answered); i++ {
+			gap := answered[i] - answered[i-1]
+			assert.Greater(t, gap, 9500*time.Millisecond, "then one at the refill")
+			assert.Less(t, gap, 11*time.Second, "then one at the refill")
+		}
+	})
+}
+
+// A fixed window (10 a minute) told by either form of headers keeps its
+// reset as its end: four requests at once leave 6, which Stats still says
+// at 30 s, with the reset a minute after the start, and the window is back
+// to 10 once that reset passed. (Its resets shrink as time passes: the end
+// they state stays put, and it is not taken for a bucket's.)
+func TestAWindowsResetStaysItsEnd(t *testing.T) {
+	for _, ietf := range []bool{false, true} {
+		t.Run(fmt.Sprint("ietf=", ietf), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(throttletest.Config{
+					Limits:     []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: 10, Per: time.Minute}},
+					XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true, Latency: 5 * time.Millisecond})
+				rt := throttle.New(api)
+				defer rt.Close()
+				start := time.Now()
+				var wg sync.WaitGroup
+				for range 4 {
+					wg.Go(func() { getAt(t, rt, start) })
+				}
+				wg.Wait()
+				for _, at := range []time.Duration{0, 30 * time.Second} {
+					time.Sleep(at - time.Since(start))
+					st := rt.Stats().Keys["api.test"]
+					assert.Equal(t, 6, st.Remaining, "at %v", at)
+					assert.WithinDuration(t, start.Add(time.Minute), st.Reset, time.Second, "at %v", at)
+				}
+				time.Sleep(61*time.Second - time.Since(start))
+				assert.Equal(t, 10, rt.Stats().Keys["api.test"].Remaining, "whole after the reset")
+			})
+		})
+	}
 }
