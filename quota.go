@@ -13,12 +13,12 @@ import (
 // tell a value the response did not carry from a zero it did carry; a field
 // not carried is zero.
 type Quota struct {
-	Limit     int           // requests allowed per window (X-RateLimit-Limit, RateLimit-Policy q, Shopify's "/40")
-	Remaining int           // requests left in the window (X-RateLimit-Remaining, RateLimit r; else Limit - Used)
+	Limit     int           // requests allowed per window (X-RateLimit-Limit, RateLimit-Policy q, RateLimit limit, Shopify's "/40")
+	Remaining int           // requests left in the window (X-RateLimit-Remaining, RateLimit r or remaining; else Limit - Used)
 	Used      int           // requests spent in the window (X-RateLimit-Used, Shopify's "32/"; else Limit - Remaining)
-	Reset     time.Duration // time until the quota resets (X-RateLimit-Reset, RateLimit t); never negative
+	Reset     time.Duration // time until the quota resets (X-RateLimit-Reset, RateLimit t or reset); never negative
 	Window    time.Duration // the policy's window length (RateLimit-Policy w), 0 when not given
-	Policy    string        // the IETF policy name, e.g. "default"; "" for the other fields
+	Policy    string        // the IETF policy name, e.g. "default"; "" for the other fields and unnamed items
 
 	// Resource names which of the server's quotas the values describe, when
 	// it keeps several per caller: GitHub's X-RateLimit-Resource ("core",
@@ -61,6 +61,27 @@ func (q Quota) Exhausted() bool { return q.HasRemaining && q.Remaining == 0 }
 // ignored as a whole, as RFC 9651 requires; an Inner List, Date or Display
 // String, which these fields never carry, also makes a field invalid.
 //
+// Draft 07 of that draft, which express-rate-limit sends with standardHeaders
+// 'draft-7', writes RateLimit as a Structured Field Dictionary instead, and
+// RateLimit-Policy's items without names, as draft 06 did:
+//
+//	RateLimit: limit=5, remaining=3, reset=40
+//	RateLimit-Policy: 10;w=1, 5;w=60
+//
+// A RateLimit that is not a valid List is read as such a Dictionary (a List
+// member is never followed by '='): its limit, remaining and reset are read
+// as draft 06's RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset
+// below are, of the same numbers (Integers or Decimals; a member of another
+// type counts as absent), with Used Limit - Remaining; other members and
+// parameters are ignored, a key given twice counts as given last, and a
+// field that is not a valid Dictionary either is ignored. An item of
+// RateLimit-Policy without a name, an Integer quota with its w (and qu as
+// above), says which policies apply, not which one the counts are of: the
+// first item whose quota equals the Limit read (draft 07's limit, draft 06's
+// RateLimit-Limit, or any other field's but a named policy's) gives its w
+// as Window; when no field gives a Limit, the item with the lowest quota
+// per second gives Limit and Window, as a named one would.
+//
 // The older, widespread fields are looked up under the spellings X-RateLimit-*,
 // X-Rate-Limit-* and the RateLimit-* of earlier drafts, in that order; the first
 // that parses is used:
@@ -99,7 +120,8 @@ func (q Quota) Exhausted() bool { return q.HasRemaining && q.Remaining == 0 }
 // Remaining grows back one request at a time rather than all at once.
 //
 // Where several families are present, the IETF fields give the values they
-// carry, then X-RateLimit-* fill in the rest, then Shopify's.
+// carry, then X-RateLimit-* fill in the rest (then RateLimit-Policy's
+// unnamed items a Limit, as above), then Shopify's.
 //
 // ok is false, and q the zero Quota, when h carries none of Limit, Remaining
 // and Reset in a form above. Field names are looked up in canonical form, as
@@ -117,8 +139,11 @@ func parseQuota(h http.Header, now *instant) (q Quota, ok bool) {
 	if f.none() {
 		return Quota{}, false
 	}
-	q = parseIETF(f.ietf, f.ietfPolicy, nil)
+	q = parseIETF(f.ietf, f.ietfPolicy, now, nil)
 	q.fill(f.xRateLimit(h, now))
+	if q.Policy == "" && len(f.ietfPolicy) > 0 {
+		q.fillUnnamed(f.ietfPolicy)
+	}
 	q.fill(shopify(f.shopify))
 	if !q.HasLimit && !q.HasRemaining && !q.HasReset {
 		return Quota{}, false
@@ -199,7 +224,7 @@ func (rs *policyReadings) read(h http.Header) {
 	if len(lines) == 0 || len(lines) == 1 && strings.IndexByte(lines[0], ',') < 0 {
 		return
 	}
-	if parseIETF(lines, h["Ratelimit-Policy"], rs); rs.n < 2 {
+	if parseIETF(lines, h["Ratelimit-Policy"], nil, rs); rs.n < 2 {
 		rs.n = 0
 	}
 }
@@ -220,8 +245,10 @@ func (rs *policyReadings) add(q Quota) {
 
 // parseIETF reads the field lines of RateLimit and RateLimit-Policy. Fields
 // of a few items, with a few parameters each, take no allocation. With rs,
-// it also gives every usable RateLimit item to rs.
-func parseIETF(rateLimit, policy []string, rs *policyReadings) Quota {
+// it also gives every usable RateLimit item to rs. RateLimit is read as a
+// List; when it is not one, as draft 07's Dictionary, if now is not nil
+// (policyReadings has none: that form names no policy).
+func parseIETF(rateLimit, policy []string, now *instant, rs *policyReadings) Quota {
 	if len(rateLimit) == 0 && len(policy) == 0 {
 		return Quota{}
 	}
@@ -265,6 +292,14 @@ func parseIETF(rateLimit, policy []string, rs *policyReadings) Quota {
 		if rs != nil {
 			rs.n = 0
 		}
+		// Not a List: perhaps draft 07's Dictionary, which the List
+		// stops at (a bare item is never followed by '='), so it costs
+		// the answers that send the List nothing.
+		if now != nil {
+			if q := rateLimitDictionary(rateLimit, now); q.HasLimit || q.HasRemaining || q.HasReset {
+				return q
+			}
+		}
 	}
 	if rs != nil {
 		for i := range rs.n {
@@ -290,6 +325,78 @@ func parseIETF(rateLimit, policy []string, rs *policyReadings) Quota {
 		return Quota{}
 	}
 	return Quota{Limit: p.q, Window: p.w, Policy: p.name, HasLimit: true}
+}
+
+// rateLimitDictionary reads RateLimit as draft 07 of
+// draft-ietf-httpapi-ratelimit-headers writes it, and express-rate-limit
+// sends it with standardHeaders 'draft-7': a Dictionary of limit, remaining
+// and reset ("limit=5, remaining=3, reset=40"), each read as the draft-06
+// field RateLimit-Limit, RateLimit-Remaining or RateLimit-Reset of the same
+// number is. A member that is not a non-negative Integer or Decimal counts
+// as absent; other members, and parameters, are ignored.
+func rateLimitDictionary(lines []string, now *instant) Quota {
+	var buf [4]sfParam
+	var q Quota
+	d := sfDict{sfList{lines: lines}}
+	for key, v, _, ok := d.next(buf[:0]); ok; key, v, _, ok = d.next(buf[:0]) {
+		n, num := v.num, (v.kind == 'i' || v.kind == 'd') && !v.neg
+		if !num {
+			n = decimal{}
+		}
+		switch key { // a key repeated: the last counts (RFC 9651)
+		case "limit":
+			q.Limit, q.HasLimit = saturateInt(n.whole), num
+		case "remaining":
+			q.Remaining, q.HasRemaining = saturateInt(n.whole), num
+		case "reset":
+			q.Reset, q.HasReset = 0, num
+			if num {
+				q.Reset = resetIn(n, now)
+			}
+		}
+	}
+	if d.invalid {
+		return Quota{}
+	}
+	if q.HasLimit && q.HasRemaining {
+		q.Used, q.HasUsed = max(q.Limit-q.Remaining, 0), true
+	}
+	return q
+}
+
+// fillUnnamed reads the items of RateLimit-Policy as drafts 06 and 07 write
+// them, a quota with its window and no name ("5;w=60", express-rate-limit's
+// form). They say which policies apply, not which one q's counts are of:
+// that is the one whose quota is q's Limit, whichever field gave it (draft
+// 07's RateLimit limit, draft 06's RateLimit-Limit). So a Limit takes the
+// window of the first item of its quota; without a Limit, the item that
+// allows the fewest requests a second gives Limit and Window, as a named
+// one would.
+func (q *Quota) fillUnnamed(lines []string) {
+	var buf [8]sfParam
+	var p quotaPolicy
+	found := false
+	l := sfList{lines: lines}
+	for v, ps, ok := l.next(buf[:0]); ok; v, ps, ok = l.next(buf[:0]) {
+		if v.kind != 'i' || v.neg {
+			continue
+		}
+		if u, ok := ps.get("qu"); ok && (!u.isText() || u.str != "requests") {
+			continue
+		}
+		c := quotaPolicy{q: saturateInt(v.num.whole), requests: true}
+		c.w, _ = ps.seconds("w")
+		if q.HasLimit && !found && c.q == q.Limit || !q.HasLimit && (!found || stricterPolicy(&c, &p)) {
+			p, found = c, true
+		}
+	}
+	switch {
+	case !found || l.invalid:
+	case q.HasLimit:
+		q.Window = p.w
+	default:
+		q.Limit, q.Window, q.HasLimit = p.q, p.w, true
+	}
 }
 
 // policyScanMax is the most policies findPolicy scans; past it, a map finds

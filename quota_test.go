@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -218,7 +220,58 @@ var quotaCases = []struct {
 		"X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "50", "X-RateLimit-Reset", "20"),
 		throttle.Quota{Limit: 1000, Remaining: 50, Used: 50, Reset: 20 * time.Second, Window: time.Hour, Policy: "hour",
 			HasLimit: true, HasRemaining: true, HasUsed: true, HasReset: true}},
+	// Draft 07: RateLimit is a Dictionary, read as draft 06's RateLimit-Limit,
+	// -Remaining and -Reset; RateLimit-Policy's items are unnamed, and the
+	// one of the limit's quota gives its window.
+	{"draft-07", quotaHeader("RateLimit", "limit=5, remaining=3, reset=40", "RateLimit-Policy", "5;w=60"), draft07Quota},
+	{"draft-06", quotaHeader("RateLimit-Limit", "5", "RateLimit-Remaining", "3", "RateLimit-Reset", "40",
+		"RateLimit-Policy", "5;w=60"), draft07Quota},
+	{"draft-07-without-policy", quotaHeader("RateLimit", "limit=100, remaining=0, reset=50"),
+		throttle.Quota{Limit: 100, Used: 100, Reset: 50 * time.Second, HasLimit: true, HasRemaining: true, HasUsed: true, HasReset: true}},
+	{"draft-07-window-of-its-quota", quotaHeader("RateLimit", "limit=100, remaining=50, reset=5",
+		"RateLimit-Policy", "10;w=1, 100;w=60, 100;w=3600, 1000;w=3600"),
+		throttle.Quota{Limit: 100, Remaining: 50, Used: 50, Reset: 5 * time.Second, Window: time.Minute,
+			HasLimit: true, HasRemaining: true, HasUsed: true, HasReset: true}},
+	{"draft-06-window-of-its-quota", quotaHeader("RateLimit-Limit", "10", "RateLimit-Policy", "10;w=1, 50;w=60"),
+		throttle.Quota{Limit: 10, Window: time.Second, HasLimit: true}},
+	{"draft-07-no-policy-of-its-quota", quotaHeader("RateLimit", "limit=7", "RateLimit-Policy", "5;w=60"),
+		throttle.Quota{Limit: 7, HasLimit: true}},
+	{"draft-07-in-any-order-with-others", quotaHeader("RateLimit", `reset=2;x=1, policy="p", remaining=1, limit=9, *x=?0`),
+		throttle.Quota{Limit: 9, Remaining: 1, Used: 8, Reset: 2 * time.Second, HasLimit: true, HasRemaining: true, HasUsed: true, HasReset: true}},
+	{"draft-07-split-over-lines", quotaHeader("RateLimit", "limit=5", "RateLimit", " remaining=0 , reset=1"),
+		throttle.Quota{Limit: 5, Used: 5, Reset: time.Second, HasLimit: true, HasRemaining: true, HasUsed: true, HasReset: true}},
+	{"draft-07-epoch-reset", quotaHeader("RateLimit", "remaining=0, reset=1700000060"),
+		throttle.Quota{Reset: time.Minute, HasRemaining: true, HasReset: true}},
+	{"draft-07-decimals", quotaHeader("RateLimit", "limit=5.9, reset=1.5"),
+		throttle.Quota{Limit: 5, Reset: 1500 * time.Millisecond, HasLimit: true, HasReset: true}},
+	{"draft-07-last-of-a-key-counts", quotaHeader("RateLimit", "remaining=3, remaining=2, limit=1, limit=-1"),
+		throttle.Quota{Remaining: 2, HasRemaining: true}},
+	{"draft-07-members-not-numbers-absent", quotaHeader("RateLimit", `limit="5", remaining=-1, reset=soon, x=3`), throttle.Quota{}},
+	{"draft-07-members-without-values", quotaHeader("RateLimit", "limit, remaining, reset"), throttle.Quota{}},
+	{"draft-07-trailing-comma-ignored", quotaHeader("RateLimit", "limit=5, remaining=3,"), throttle.Quota{}},
+	{"draft-07-no-comma-ignored", quotaHeader("RateLimit", "limit=5 remaining=3"), throttle.Quota{}},
+	{"draft-07-upper-case-ignored", quotaHeader("RateLimit", "Limit=5, remaining=3"), throttle.Quota{}},
+	{"draft-07-inner-list-ignored", quotaHeader("RateLimit", "limit=(5 6), remaining=3"), throttle.Quota{}},
+	{"draft-07-malformed-falls-back", quotaHeader("RateLimit", "limit=5, remaining=", "X-RateLimit-Remaining", "8"),
+		throttle.Quota{Remaining: 8, HasRemaining: true}},
+	{"draft-07-before-x-ratelimit", quotaHeader("RateLimit", "remaining=3", "X-RateLimit-Remaining", "8", "X-RateLimit-Limit", "10"),
+		throttle.Quota{Limit: 10, Remaining: 3, Used: 2, HasLimit: true, HasRemaining: true, HasUsed: true}},
+	{"draft-07-policy-only", quotaHeader("RateLimit-Policy", "10;w=1, 50;w=60, 1000"),
+		throttle.Quota{Limit: 50, Window: time.Minute, HasLimit: true}},
+	{"draft-07-policy-only-no-windows", quotaHeader("RateLimit-Policy", "10, 5;w=0"),
+		throttle.Quota{Limit: 5, HasLimit: true}},
+	{"draft-07-policy-of-other-units", quotaHeader("RateLimit-Policy", `100;w=1;qu="content-bytes", 5;w=60;qu="requests"`),
+		throttle.Quota{Limit: 5, Window: time.Minute, HasLimit: true}},
+	{"draft-07-policy-malformed-ignored", quotaHeader("RateLimit", "limit=5", "RateLimit-Policy", "5;w=60,"),
+		throttle.Quota{Limit: 5, HasLimit: true}},
+	{"draft-07-policy-negative-skipped", quotaHeader("RateLimit-Policy", "-5;w=1, 1.5;w=1, 3;w=60"),
+		throttle.Quota{Limit: 3, Window: time.Minute, HasLimit: true}},
 }
+
+// draft07Quota is what express-rate-limit's draft-7 headers (limit 5 a
+// minute, 2 sent, 40 s to the reset) say, and its draft-6 headers.
+var draft07Quota = throttle.Quota{Limit: 5, Remaining: 3, Used: 2, Reset: 40 * time.Second, Window: time.Minute,
+	HasLimit: true, HasRemaining: true, HasUsed: true, HasReset: true}
 
 func TestParseQuota(t *testing.T) {
 	for _, tc := range quotaCases {
@@ -303,6 +356,38 @@ func FuzzParseQuota(f *testing.F) {
 	})
 }
 
+// FuzzDraft07ReadsAsDraft06 holds draft 07's RateLimit Dictionary to the
+// fields of draft 06 it replaced: limit, remaining and reset read as
+// RateLimit-Limit, -Remaining and -Reset of the same numbers, with the
+// same RateLimit-Policy.
+func FuzzDraft07ReadsAsDraft06(f *testing.F) {
+	f.Add(int64(5), int64(3), int64(40), uint16(0), int64(5), int64(60), int64(50), int64(3600))
+	f.Add(int64(100), int64(0), int64(1_700_000_060), uint16(0), int64(10), int64(1), int64(100), int64(60))
+	f.Add(int64(7), int64(-1), int64(1), uint16(500), int64(-7), int64(0), int64(7), int64(-1))
+	f.Add(int64(999_999_999_999_999), int64(0), int64(1_700_000_060_500), uint16(999), int64(0), int64(0), int64(0), int64(0))
+	f.Fuzz(func(t *testing.T, limit, remaining, reset int64, resetMilli uint16, q1, w1, q2, w2 int64) {
+		const most = 999_999_999_999_999 // an Integer's 15 digits
+		for _, n := range []int64{limit, remaining, reset, q1, w1, q2, w2} {
+			if n < -most || n > most {
+				return
+			}
+		}
+		rs := strconv.FormatInt(reset, 10)
+		if resetMilli%1000 != 0 && reset >= 0 && reset < 1e12 { // a Decimal: 12 digits at most before the point
+			rs += fmt.Sprintf(".%03d", resetMilli%1000)
+		}
+		policy := fmt.Sprintf("%d;w=%d, %d;w=%d", q1, w1, q2, w2)
+		d7 := quotaHeader("RateLimit", fmt.Sprintf("limit=%d, remaining=%d, reset=%s", limit, remaining, rs), "RateLimit-Policy", policy)
+		d6 := quotaHeader("RateLimit-Limit", strconv.FormatInt(limit, 10), "RateLimit-Remaining", strconv.FormatInt(remaining, 10),
+			"RateLimit-Reset", rs, "RateLimit-Policy", policy)
+		q7, ok7 := throttle.ParseQuota(d7, quotaNow)
+		q6, ok6 := throttle.ParseQuota(d6, quotaNow)
+		if ok7 != ok6 || q7 != q6 {
+			t.Fatalf("draft 07 %v read as %+v (%v), draft 06 %v as %+v (%v)", d7, q7, ok7, d6, q6, ok6)
+		}
+	})
+}
+
 // FuzzParseQuotaDurationReset holds a reset written as a Go duration to
 // time.ParseDuration's reading of it: the same, but for digits below the
 // nanosecond, which ParseDuration drops and ParseQuota rounds up.
@@ -363,6 +448,9 @@ func BenchmarkParseQuota(b *testing.B) {
 		{"duration-reset", answerHeader("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1h2m3.5s")},
 		{"ietf", answerHeader("RateLimit", `"burst";r=10;t=5, "daily";r=0;t=3600`,
 			"RateLimit-Policy", `"burst";q=100;w=60, "daily";q=1000;w=86400`)},
+		{"draft-07", answerHeader("RateLimit", "limit=100, remaining=50, reset=5", "RateLimit-Policy", "10;w=1, 100;w=60")},
+		{"draft-06", answerHeader("RateLimit-Limit", "100", "RateLimit-Remaining", "50", "RateLimit-Reset", "5",
+			"RateLimit-Policy", "10;w=1, 100;w=60")},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -392,6 +480,13 @@ func ExampleParseQuota() {
 	q, ok = throttle.ParseQuota(h, now)
 	fmt.Println(ok, q.Policy, q.Limit, q.Window, q.Remaining, q.Reset, q.Exhausted())
 
+	// Draft 07, as express-rate-limit's standardHeaders: 'draft-7' sends it.
+	h = http.Header{}
+	h.Set("RateLimit-Policy", "5;w=60")
+	h.Set("RateLimit", "limit=5, remaining=3, reset=40")
+	q, ok = throttle.ParseQuota(h, now)
+	fmt.Println(ok, q.Limit, q.Window, q.Remaining, q.Reset)
+
 	// Shopify: a leaky bucket holding 40, with 32 in it; it leaks, it does not reset.
 	h = http.Header{}
 	h.Set("X-Shopify-Shop-Api-Call-Limit", "32/40")
@@ -400,6 +495,7 @@ func ExampleParseQuota() {
 	// Output:
 	// true search 30 0 42s true
 	// true daily 1000 24h0m0s 0 1h0m0s true
+	// true 5 1m0s 3 40s
 	// true 32 40 8 false
 }
 
@@ -419,4 +515,71 @@ func TestEpochMillisecondsFollowNow(t *testing.T) {
 		q, _ = throttle.ParseQuota(h, now)
 		assert.Equal(t, 5*time.Second, q.Reset, "seconds at %v", now)
 	}
+}
+
+// expressDraft7 plays express-rate-limit's memory store with
+// standardHeaders 'draft-7': limit requests per window, counted from a
+// client's first request, every request counted, refused ones too; every
+// answer says so in draft 07's fields, and a refusal adds Retry-After.
+type expressDraft7 struct {
+	limit  int
+	window time.Duration
+
+	mu      sync.Mutex
+	start   time.Time
+	resetAt time.Time
+	hits    int
+	sent    []time.Duration
+	refused int
+}
+
+func (e *expressDraft7) RoundTrip(r *http.Request) (*http.Response, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := time.Now()
+	if !now.Before(e.resetAt) {
+		e.resetAt, e.hits = now.Add(e.window), 0
+	}
+	e.hits++
+	e.sent = append(e.sent, now.Sub(e.start))
+	reset := strconv.Itoa(int(math.Ceil(e.resetAt.Sub(now).Seconds())))
+	kv := []string{
+		"RateLimit-Policy", fmt.Sprintf("%d;w=%d", e.limit, int(e.window.Seconds())),
+		"RateLimit", fmt.Sprintf("limit=%d, remaining=%d, reset=%s", e.limit, max(e.limit-e.hits, 0), reset),
+	}
+	if e.hits > e.limit {
+		e.refused++
+		return reply(r, http.StatusTooManyRequests, append(kv, "Retry-After", reset)...), nil
+	}
+	return reply(r, http.StatusOK, kv...), nil
+}
+
+// The IETF draft 07's RateLimit field, a Dictionary ("limit=5, remaining=3,
+// reset=40", with "RateLimit-Policy: 5;w=60"), as express-rate-limit sends
+// it with standardHeaders 'draft-7', holds a key to what remains until the
+// reset, as draft 06's RateLimit-Limit, -Remaining and -Reset do, and Stats
+// shows it. Regression, found in review 47: read as a List, the field was
+// dropped whole, and so was the policy's unnamed item: 12 requests to 5 a
+// minute took 14 sends and 2 refusals (the 6th went at once; the second
+// minute's 6th at 1m19s, spread by a pace learned from the 429s), and
+// Stats showed Remaining -1 (without Retry-After on the 429s, review 47's
+// own test took 26 sends and 16 refusals).
+func TestDraft07RateLimitDictionaryHoldsTheKeyUntilTheReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := &expressDraft7{limit: 5, window: time.Minute, start: time.Now()}
+		rt := throttle.New(api)
+		defer rt.Close()
+		for range 12 {
+			require.NoError(t, do(t, rt, "http://api.test/"))
+		}
+		st := rt.Stats().Keys["api.test"]
+		assert.Zero(t, api.refused, "refused")
+		require.Len(t, api.sent, 12)
+		assert.Equal(t, time.Duration(0), api.sent[4], "the first 5 at once")
+		assert.GreaterOrEqual(t, api.sent[5], time.Minute, "the 6th waits for the reset")
+		assert.Less(t, api.sent[9], time.Minute+time.Second, "the next 5 at the reset")
+		assert.GreaterOrEqual(t, api.sent[10], 2*time.Minute, "the 11th waits for the next")
+		assert.Equal(t, 3, st.Remaining)
+		assert.WithinDuration(t, api.start.Add(3*time.Minute), st.Reset, time.Second)
+	})
 }

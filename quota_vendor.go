@@ -146,13 +146,7 @@ func parseReset(lines []string, now *instant) (time.Duration, bool) {
 		return 0, false
 	}
 	if n, ok := parseDecimal(s); ok {
-		switch {
-		case n.whole >= epochMillis(now.now):
-			return durationUntil(time.UnixMilli(n.whole), now.server()), true
-		case n.whole >= epochSeconds(now.now):
-			return durationUntil(time.Unix(n.whole, n.milli*int64(time.Millisecond)), now.server()), true
-		}
-		return n.duration(), true
+		return resetIn(n, now), true
 	}
 	if d, ok := parseGoDuration(s); ok {
 		return d, true
@@ -161,6 +155,19 @@ func parseReset(lines []string, now *instant) (time.Duration, bool) {
 		return durationUntil(date, now.server()), true
 	}
 	return 0, false
+}
+
+// resetIn returns the reset a number of seconds n gives: a Unix time in
+// milliseconds or in seconds, told apart by magnitude (quota.go says how),
+// else a delay.
+func resetIn(n decimal, now *instant) time.Duration {
+	switch {
+	case n.whole >= epochMillis(now.now):
+		return durationUntil(time.UnixMilli(n.whole), now.server())
+	case n.whole >= epochSeconds(now.now):
+		return durationUntil(time.Unix(n.whole, n.milli*int64(time.Millisecond)), now.server())
+	}
+	return n.duration()
 }
 
 // saturateInt converts v to an int, saturating where int is 32 bits wide.

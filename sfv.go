@@ -2,8 +2,8 @@ package throttle
 
 import "strings"
 
-// Structured Field Lists (RFC 9651), just as far as the IETF RateLimit and
-// RateLimit-Policy fields need them.
+// Structured Field Lists and Dictionaries (RFC 9651), just as far as the
+// IETF RateLimit and RateLimit-Policy fields need them.
 
 type sfParam struct {
 	key   string
@@ -65,38 +65,80 @@ type sfList struct {
 // params; ok is false at the end of the list, or at the first error, which
 // sets invalid.
 func (l *sfList) next(params sfParams) (v sfValue, ps sfParams, ok bool) {
-	p := &l.p
-	if !l.started {
-		l.started = true
-		p.s = joinLines(l.lines)
-	} else {
-		p.skip(" \t")
-		if p.i == len(p.s) {
-			return sfValue{}, nil, false
-		}
-		if p.s[p.i] != ',' {
-			l.invalid = true
-			return sfValue{}, nil, false
-		}
-		p.i++
-		p.skip(" \t")
-		if p.i == len(p.s) {
-			l.invalid = true // a trailing comma
-			return sfValue{}, nil, false
-		}
+	if !l.member() {
+		return sfValue{}, nil, false
 	}
-	if p.i == len(p.s) {
-		return sfValue{}, nil, false // an empty list
-	}
-	if !p.bareItem(&v) {
+	if !l.p.bareItem(&v) {
 		l.invalid = true
 		return sfValue{}, nil, false
 	}
-	if ps, ok = p.parameters(params); !ok {
+	if ps, ok = l.p.parameters(params); !ok {
 		l.invalid = true
 		return sfValue{}, nil, false
 	}
 	return v, ps, true
+}
+
+// member moves to the start of the next member, past the comma that ends
+// the one before, and reports whether there is one; a trailing comma, or
+// anything else than a comma after a member, sets invalid.
+func (l *sfList) member() bool {
+	p := &l.p
+	if !l.started {
+		l.started = true
+		p.s = joinLines(l.lines)
+		return p.i < len(p.s) // false: an empty field
+	}
+	p.skip(" \t")
+	if p.i == len(p.s) {
+		return false
+	}
+	if p.s[p.i] != ',' {
+		l.invalid = true
+		return false
+	}
+	p.i++
+	p.skip(" \t")
+	if p.i == len(p.s) {
+		l.invalid = true // a trailing comma
+		return false
+	}
+	return true
+}
+
+// sfDict reads the field lines of a Structured Field Dictionary (RFC 9651,
+// Section 4.2.2) as sfList reads a List, one member (its key, its bare item
+// and its parameters) at a time; invalid says the same. A member without a
+// value is true; a key may repeat, and the caller keeps the last. A member
+// whose value is an Inner List makes the field invalid, as in a List.
+//
+// A List whose members are Tokens without values ("default;r=5") is also a
+// Dictionary, of true members; a Dictionary with a value ("limit=5") is
+// never a List, as no bare item is followed by '='.
+type sfDict struct{ sfList }
+
+// next returns the next member's key, its bare item v, and its parameters
+// appended to params; ok is false at the end of the dictionary, or at the
+// first error, which sets invalid.
+func (d *sfDict) next(params sfParams) (key string, v sfValue, ps sfParams, ok bool) {
+	if !d.member() {
+		return "", sfValue{}, nil, false
+	}
+	p := &d.p
+	if key, ok = p.key(); !ok {
+		d.invalid = true
+		return "", sfValue{}, nil, false
+	}
+	v = sfTrue
+	if p.accept('=') && !p.bareItem(&v) {
+		d.invalid = true
+		return "", sfValue{}, nil, false
+	}
+	if ps, ok = p.parameters(params); !ok {
+		d.invalid = true
+		return "", sfValue{}, nil, false
+	}
+	return key, v, ps, true
 }
 
 // joinLines joins the field lines of a field with commas, as RFC 9110 combines
@@ -136,28 +178,38 @@ func (p *sfParser) skip(set string) {
 	}
 }
 
+// sfTrue is the value of a parameter or Dictionary member without one.
+var sfTrue = sfValue{kind: '?', num: decimal{whole: 1}}
+
 // parameters parses ";key[=value]" pairs, appending them to dst; a key
 // without a value is true.
 func (p *sfParser) parameters(dst sfParams) (sfParams, bool) {
 	for p.peek() == ';' {
 		p.i++
 		p.skip(" ")
-		start := p.i
-		if c := p.peek(); !sfIsLower(c) && c != '*' {
+		key, ok := p.key()
+		if !ok {
 			return nil, false
 		}
-		p.i++
-		p.skip("abcdefghijklmnopqrstuvwxyz0123456789_-.*")
-		prm := sfParam{key: p.s[start:p.i], value: sfValue{kind: '?', num: decimal{whole: 1}}}
-		if p.peek() == '=' {
-			p.i++
-			if !p.bareItem(&prm.value) {
-				return nil, false
-			}
+		prm := sfParam{key: key, value: sfTrue}
+		if p.accept('=') && !p.bareItem(&prm.value) {
+			return nil, false
 		}
 		dst = append(dst, prm)
 	}
 	return dst, true
+}
+
+// key parses the key of a parameter or Dictionary member: a lower-case
+// letter or '*', then lower-case letters, digits, '_', '-', '.' and '*'.
+func (p *sfParser) key() (string, bool) {
+	start := p.i
+	if c := p.peek(); !sfIsLower(c) && c != '*' {
+		return "", false
+	}
+	p.i++
+	p.skip("abcdefghijklmnopqrstuvwxyz0123456789_-.*")
+	return p.s[start:p.i], true
 }
 
 func (p *sfParser) bareItem(v *sfValue) bool {
