@@ -89,12 +89,17 @@ func TestPacesFromQuotaHeaders(t *testing.T) {
 		// its first reset comes before the whole second its headers say.
 		{"fixed-window/x-ratelimit/late-start", window, false, 5 * time.Millisecond, 20 * time.Second, 1.02},
 		{"fixed-window/ietf/late-start", window, true, 5 * time.Millisecond, 20 * time.Second, 1.02},
+		// The IETF fields as draft 07 writes them (express-rate-limit's
+		// 'draft-7'): RateLimit a Dictionary, RateLimit-Policy unnamed.
+		{"fixed-window/ietf/draft-07", window, true, 0, 20 * time.Second, 1.02},
+		{"token-bucket/ietf/draft-07", bucket, true, 0, 9900 * time.Millisecond, 1.05},
+		{"sliding-log/ietf/draft-07", log, true, 0, 9 * time.Second, 1.09},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{tt.limit},
-					XRateLimit: !tt.ietf, IETF: tt.ietf, HeadersOnSuccess: true,
+					XRateLimit: !tt.ietf, IETF: tt.ietf, IETFDraft07: strings.HasSuffix(tt.name, "/draft-07"), HeadersOnSuccess: true,
 					ArrivalJitter: tt.jitter, Latency: time.Millisecond, LatencyJitter: tt.jitter, Seed: 1})
 				if strings.HasSuffix(tt.name, "/late-start") {
 					time.Sleep(700 * time.Millisecond)

@@ -145,6 +145,17 @@ type Config struct {
 	// The package doc ("Quota headers") says what they hold. False means not
 	// sent.
 	IETF bool
+	// IETFDraft07 writes the fields IETF adds as draft 07 of that draft
+	// writes them, and express-rate-limit's standardHeaders 'draft-7' sends
+	// them: RateLimit a Dictionary of the limit X-RateLimit-* describe, with
+	// their values, and RateLimit-Policy one unnamed item per limit, in the
+	// order of Limits:
+	//
+	//	RateLimit: limit=<limit>, remaining=<remaining>, reset=<seconds>
+	//	RateLimit-Policy: <quota>;w=<seconds>
+	//
+	// False means draft 11's form; without IETF, nothing is sent.
+	IETFDraft07 bool
 	// TokenBucketHeaders announces the TokenBucket limits in one of the
 	// misleading forms real APIs use, in both header families; the zero
 	// value, TruthfulBucket, tells the truth. It changes nothing else.

@@ -47,7 +47,20 @@ func (c *Config) setQuotaHeaders(h http.Header, qs []quota, bind int) {
 		h.Set("X-RateLimit-Remaining", strconv.Itoa(a.remaining))
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(a.reset, 10))
 	}
-	if c.IETF {
+	if c.IETF && c.IETFDraft07 {
+		a := c.TokenBucketHeaders.announce(qs[bind])
+		h.Set("RateLimit", "limit="+strconv.Itoa(a.limit)+", remaining="+strconv.Itoa(a.remaining)+
+			", reset="+strconv.FormatInt(a.reset, 10))
+		policies := make([]string, len(qs))
+		for i, q := range qs {
+			a := c.TokenBucketHeaders.announce(q)
+			policies[i] = strconv.Itoa(a.q) + ";w=" + strconv.FormatInt(a.w, 10)
+			if a.burst > 0 {
+				policies[i] += ";throttletest-burst=" + strconv.Itoa(a.burst)
+			}
+		}
+		h.Set("RateLimit-Policy", strings.Join(policies, ", "))
+	} else if c.IETF {
 		limits := make([]string, len(qs))
 		policies := make([]string, len(qs))
 		for i, q := range qs {

@@ -136,6 +136,29 @@ func TestQuotaHeaderValues(t *testing.T) {
 	})
 }
 
+// Draft 07's form says in RateLimit what X-RateLimit-* say, and lists
+// each limit's policy in RateLimit-Policy without a name.
+func TestQuotaHeaderValuesOfDraft07(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{
+			Limits: []throttletest.Limit{
+				{Algorithm: throttletest.FixedWindow, N: 2, Per: time.Minute, Name: "minute"},
+				{Algorithm: throttletest.TokenBucket, Rate: 10, Burst: 5},
+			},
+			XRateLimit: true, IETF: true, IETFDraft07: true, HeadersOnSuccess: true,
+		})
+		time.Sleep(10 * time.Second)
+		r := get(t, api, "k")
+		assert.Equal(t, "2;w=60, 10;w=1;throttletest-burst=5", r.header.Get("RateLimit-Policy"))
+		assert.Equal(t, "limit=2, remaining=1, reset=50", r.header.Get("RateLimit"))
+		get(t, api, "k")
+		r = get(t, api, "k")
+		assert.Equal(t, http.StatusTooManyRequests, r.code)
+		assert.Equal(t, "limit=2, remaining=0, reset=50", r.header.Get("RateLimit"))
+		assert.Equal(t, "50", r.header.Get("X-RateLimit-Reset"))
+	})
+}
+
 func TestXRateLimitDescribesTheRefusingLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := throttletest.NewAPI(throttletest.Config{
