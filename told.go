@@ -49,14 +49,9 @@ import (
 //     at the quota sees Remaining near 0 and a Reset of one second all the
 //     time, and waiting for it would be far too slow. Its rate is measured
 //     instead: the climb of Remaining, plus the accepted requests in
-//     between, over the time between the two answers. A Reset that says
-//     when the bucket is full tells a slow one before any climb shows,
-//     even from answers that came together: it moves later by 1/rate with
-//     each request the bucket takes, where a window's end stays put (see
-//     endMoved). Others spending the same quota show as a slower climb,
-//     so the rate measured is what is left for us; and a fall of
-//     Remaining that ours on their way may explain shows nothing (see
-//     measure). Its level is read with care for answers that overtake
+//     between, over the time between the two answers. Others spending the
+//     same quota show as a slower climb, so the rate measured is what is
+//     left for us. Its level is read with care for answers that overtake
 //     one another, and credited what the bucket refilled since the server
 //     read its count, before it answered (see readLevel); a few tokens
 //     are held back (what its rate sends within the jitter, and two; at
@@ -250,7 +245,6 @@ type told struct {
 	raisedAt   time.Duration   // when probing last raised it
 	longest    time.Duration   // the longest reset seen: about a window's length
 	earlyAt    time.Duration   // when the count last came back before the reset known (see earlyReset)
-	firstEnd   stated          // a kind not yet known: the reading that stated the earliest end (see endMoved)
 	sends      []time.Duration // our admissions over the last window length, oldest first
 	answers    []time.Duration // our accepted answers over the last window length, oldest first
 	rtt        time.Duration   // about the longest a request takes to reach the server
@@ -383,9 +377,6 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 		} else {
 			m.kind, m.rate = kindBucket, float64(r-m.left+1)/(now-m.leftAt).Seconds()
 		}
-	}
-	if m.kind == kindUnknown && accepted && q.HasReset {
-		m.endMoved(q, now, sent, r)
 	}
 	switch m.kind {
 	case kindBucket:

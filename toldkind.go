@@ -1,9 +1,6 @@
 package throttle
 
-import (
-	"math"
-	"time"
-)
+import "time"
 
 // This file tells the kind of the server's quota from how its headers move
 // (see told.go): a fixed window, a log of recent requests, or a bucket.
@@ -29,24 +26,16 @@ import (
 //     climb to half what it held or more within the second a reset in
 //     whole seconds was known to (see earlyReset), Remaining above the
 //     mark's;
-//   - a bucket that gave nothing back, even were ours on their way all
-//     counted before the reading, is spent by others as fast as it
-//     refills (those the server counted before the reading and has not
-//     answered yet are in its fall, not in what it took: regression,
-//     found in review 46, a bucket of 0.1 a second, 10 deep, quiet for
-//     10 s, then sent 6 requests together: the first answer read
-//     Remaining 3 below the mark less the answers since, the other 5
-//     still on their way, and the rate was set to 0: the key let the
-//     next two go together once those were answered, one refused, and
-//     the last two 10 and 21 s apart); any other quota that gave nothing
-//     back is still, if the answer read was to a request sent after the
-//     mark's: the server read each count when the request reached it,
-//     which a leaky bucket's queue makes up to its length before the
-//     answer, so answers to requests sent together show nothing given
-//     back in any span (regression: a leaky bucket of 50 a second with
-//     three places to wait, its first burst's answers 0-60 ms apart, was
-//     taken for a still window of 4 a second at its reset, and held to
-//     that: 12.5x the ideal in 4 runs of 16).
+//   - a bucket that gave nothing back is spent by others as fast as it
+//     refills; any other quota that gave nothing back is still, if the
+//     answer read was to a request sent after the mark's: the server read
+//     each count when the request reached it, which a leaky bucket's
+//     queue makes up to its length before the answer, so answers to
+//     requests sent together show nothing given back in any span
+//     (regression: a leaky bucket of 50 a second with three places to
+//     wait, its first burst's answers 0-60 ms apart, was taken for a
+//     still window of 4 a second at its reset, and held to that: 12.5x
+//     the ideal in 4 runs of 16).
 //
 // A bucket's span whose climb is no more than the requests on their way at
 // its ends could make goes on to later answers, up to a second: far away,
@@ -170,11 +159,8 @@ func (m *told) measure(now, sent time.Duration, r int, inflight int64, since uin
 			m.rate = max(m.rate, min(m.rate*grow, probeOver*took))
 			m.rate = min(m.rate, float64(fastestRate))
 		}
-	case m.kind == kindBucket && back+inflight <= 0:
-		m.rate = 0 // others spend all it adds
 	case m.kind == kindBucket && back <= 0:
-		// Lost among ours on their way, which the server may have
-		// counted before this reading: nothing is known of its rate.
+		m.rate = 0 // others spend all it adds
 	case back <= 0 && sent > m.markAt:
 		m.still = true
 	}
@@ -224,107 +210,6 @@ func (m *told) overTaken(now time.Duration, r int) {
 	m.kind = kindBucket
 	m.rate = max(m.rate, float64(k-max(0, m.depth-r))/span.Seconds())
 	m.markAt = 0
-}
-
-// stated is a reading's reset as an instant: when the quota said it would
-// be whole again.
-type stated struct {
-	end  time.Duration // the answer's time plus its reset
-	at   time.Duration // when the answer came; 0: no reading
-	trip time.Duration // its round trip: the server read its count within it
-	rem  int           // Remaining
-	lim  int           // Limit, 0 when not stated
-}
-
-// endResolution is how far apart two readings of one fixed instant may
-// place it, beyond the round trips in which the server read them: a second
-// of rounding (resets are stated in whole seconds), and a second more for
-// a reset stated as a time, read against the server's clock as its Date
-// shows it, truncated to its second (see instant).
-const endResolution = 2 * time.Second
-
-// endMoved tells a bucket by where its reset places the quota's end, as
-// an instant (the answer's time plus the reset), from Remaining, r, read
-// at now in the answer to a request sent at sent, and the reading of a
-// kind not yet known that stated the earliest end (firstEnd). A window's
-// end is fixed: a reset in seconds shrinks as time passes, a time stays
-// put. A log is whole a window's length after its newest request, so its
-// end moves no later than the answers come. A bucket is full again once
-// it refilled what it lacks: its end moves later by 1/rate with each
-// request it takes, whenever they come. So two readings whose ends are
-// further apart than the resolution (endResolution, the round trips of
-// both and the time between the answers), the later end with less
-// remaining, are a bucket's, when both were read before the earlier end
-// (less the same resolution: past it, a window may have reset, a log let
-// its oldest go), and one rate fits both (see refills): each reset is
-// what the bucket lacked of its depth at that rate. (A sliding counter's
-// reset, the end of the window after the current one, moves a window's
-// length at each of its windows' ends, but that move fits no one rate:
-// a counter of 10 a minute read at 59 s with 4 remaining and a reset of
-// 61 s, then at 60.5 s with 3 and 119.5 s, would refill at 0.08-0.10 a
-// second by the one and 0.05-0.06 by the other.) Its rate is the lesser
-// of what the move shows (the fall of Remaining over the time the end
-// moved, less the time between the answers, in which the bucket refilled)
-// and of what the later reading shows (what it lacks of the depth over
-// its time until full).
-//
-// Spans of Remaining (see measure) cannot show a slow bucket whose answers
-// came together, and while the kind is unknown the key takes the earliest
-// reset for a window's end, back whole (regression, found in review 46: a
-// bucket of 0.1 a second, 10 deep, told by X-RateLimit-* on every answer,
-// 5 ms away; four requests at once read Remaining 9, 8, 7 and 6 and
-// resets of 10, 20, 30 and 40 s: just past 10 s Stats said 10 remained
-// where the server held 7, and of 10 requests sent then 8 went at once,
-// one refused, the last two 40 s later; now Stats says 7, 7 go within
-// the second and the rest 10.25 s apart, none refused). A bucket's reset
-// that says when its next token comes, as RateLimit's t does, moves no
-// later while tokens are taken, and tells nothing; nor does
-// RateLimit-Policy's q per w, which is a bucket's rate and a window's
-// alike.
-func (m *told) endMoved(q Quota, now, sent time.Duration, r int) {
-	cur := stated{end: now + min(q.Reset, longestReset, holdsForAnswer-1-now), at: now, trip: now - sent, rem: r}
-	if q.HasLimit {
-		cur.lim = q.Limit
-	}
-	a := &m.firstEnd
-	if a.at != 0 && (a.lim != cur.lim || now >= a.end-endResolution-a.trip) {
-		*a = stated{} // another limit, or a reset may have passed
-	}
-	if a.at != 0 && r != a.rem {
-		hi, lo := *a, cur // the higher count, read first by the server
-		if r > a.rem {
-			hi, lo = cur, *a
-		}
-		apart := lo.at - hi.at
-		slack := endResolution + hi.trip + lo.trip + max(apart, -apart)
-		depth := max(m.depth, m.limit)
-		loA, hiA := hi.refills(depth)
-		loB, hiB := lo.refills(depth)
-		if move := lo.end - hi.end; move > slack && now < hi.end-endResolution-hi.trip && max(loA, loB) <= min(hiA, hiB) {
-			moved := float64(hi.rem-lo.rem) / (move - max(0, apart)).Seconds()
-			full := float64(depth-lo.rem) / (lo.end - lo.at).Seconds()
-			m.kind, m.rate = kindBucket, max(0, min(moved, full))
-			return
-		}
-	}
-	if a.at == 0 || cur.end < a.end {
-		*a = cur
-	}
-}
-
-// refills is the range of rates at which a bucket of depth would be full
-// at the end x states: what it lacked when the server read its count
-// (depth less Remaining, and up to one more: Remaining is whole tokens)
-// over the time from then to that end, each within the reset's resolution
-// and x's round trip.
-func (x stated) refills(depth int) (lo, hi float64) {
-	lacked := float64(depth - x.rem)
-	lo = max(0, lacked-1) / (x.end + endResolution + x.trip - x.at).Seconds()
-	hi = math.Inf(1)
-	if least := x.end - endResolution - x.trip - x.at; least > 0 {
-		hi = lacked / least.Seconds()
-	}
-	return lo, hi
 }
 
 // notALog reports whether Remaining, r, read at now, is more than a log of
@@ -389,7 +274,7 @@ const retellAfter = 3
 func (m *told) retell() {
 	m.kind, m.rate, m.recurred, m.refusedAt, m.logRefused, m.overSince = kindUnknown, 0, 0, 0, false, 0
 	m.markAt, m.reads, m.passed, m.still, m.tested = 0, 0, false, false, false
-	m.levelAt, m.firstEnd = 0, stated{}
+	m.levelAt = 0
 }
 
 // ceiling is the most a window or a log, as far as the key has read it,
