@@ -78,7 +78,11 @@ import (
 // request tries an eighth of the way to the reset, and what it finds tells
 // a bucket or a log from a window; but in the first window, when the
 // spread showed nothing given back and no others are seen, the key waits
-// for the reset (a bucket would have climbed).
+// for the reset (a bucket would have climbed). A reset after which a
+// reading finds the quota not back to whole, less ours since, was no
+// window's end (a bucket's next token, as RateLimit's t says, a log's
+// oldest leaving: see wholeAgain): until a reading says otherwise, such a
+// reset gives back one, not the whole quota.
 //
 // A reset stated in whole seconds is late by up to one (a server's windows
 // follow its clock, not the key's first request): a count that comes back
@@ -245,6 +249,7 @@ type told struct {
 	raisedAt   time.Duration   // when probing last raised it
 	longest    time.Duration   // the longest reset seen: about a window's length
 	earlyAt    time.Duration   // when the count last came back before the reset known (see earlyReset)
+	notWhole   bool            // a kind not yet known: a reading after the last reset found the quota not back whole (see wholeAgain)
 	sends      []time.Duration // our admissions over the last window length, oldest first
 	answers    []time.Duration // our accepted answers over the last window length, oldest first
 	rtt        time.Duration   // about the longest a request takes to reach the server
@@ -377,6 +382,9 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 		} else {
 			m.kind, m.rate = kindBucket, float64(r-m.left+1)/(now-m.leftAt).Seconds()
 		}
+	}
+	if m.kind == kindUnknown && accepted {
+		m.wholeAgain(now, r, adm, admitted)
 	}
 	switch m.kind {
 	case kindBucket:
@@ -693,8 +701,12 @@ func (m *told) rollover(now time.Duration, admitted uint64) {
 	if m.kind == kindBucket || m.resetAt == 0 || now < m.resetAt {
 		return
 	}
-	m.left, m.leftAdm, m.leftSeen, m.leftAt, m.rollAdm, m.passed, m.tested = m.limit, admitted, admitted, m.resetAt, admitted, true, false
-	m.rolled, m.rolledAt = true, m.leftAt
+	whole := m.limit
+	if m.kind == kindUnknown && m.notWhole {
+		whole = min(m.limit, m.left+1) // no window's end: see wholeAgain
+	}
+	m.left, m.leftAdm, m.leftSeen, m.leftAt, m.rollAdm, m.passed, m.tested = whole, admitted, admitted, m.resetAt, admitted, true, false
+	m.rolled, m.rolledAt = whole == m.limit, m.leftAt
 	m.resetAt = 0
 	switch {
 	case m.period > 0:

@@ -26,6 +26,8 @@ import "time"
 //     climb to half what it held or more within the second a reset in
 //     whole seconds was known to (see earlyReset), Remaining above the
 //     mark's;
+//   - across a reset that gave back less than whole (see wholeAgain), a
+//     span shows what any span does: such a reset is no window's;
 //   - a bucket that gave nothing back is spent by others as fast as it
 //     refills; any other quota that gave nothing back is still, if the
 //     answer read was to a request sent after the mark's: the server read
@@ -86,7 +88,7 @@ func (m *told) measure(now, sent time.Duration, r int, inflight int64, since uin
 	switch {
 	case m.passed && m.still && back >= int64(m.limit/2) && m.kind == kindUnknown && m.backWhole(r, since):
 		m.kind = kindWindow // nothing back before the reset, everything at it
-	case m.passed:
+	case m.passed && !m.notWhole:
 	case back > noise && back <= noise+echo && m.kind != kindLog &&
 		back+noise+2 >= int64(m.surelyEchoed(m.markAt, now)) && m.depth >= m.limit/2:
 		// Back before the reset, no more than a log would give, nor less
@@ -212,6 +214,41 @@ func (m *told) overTaken(now time.Duration, r int) {
 	m.markAt = 0
 }
 
+// wholeAgain notes, while the kind is not known, what Remaining, r, read
+// at now in the answer to admission adm, with admitted of ours admitted
+// so far, shows of the last reset: read of a request sent after it,
+// within a quarter of the quota's length, a quota not back to whole, less
+// ours since (see backWhole), shows that reset no window's end; one back
+// to whole exactly, less ours since, a window's again. A bucket's
+// RateLimit t says when its next token comes, a log's when its oldest
+// leaves, a sliding counter's when it admits one more: past any of them
+// the quota gives back one, or a few, not all, as a window does. Until a
+// reading says otherwise (notWhole), such a reset gives back one, not the
+// whole quota (see rollover), and a span of Remaining across it is read
+// as any other (see measure): its climb shows a bucket's refill, or what a
+// log gave back. (Regression, found in review 46: a bucket of 2 a second,
+// 10 deep, told by IETF fields on every answer, 5 ms away, says t=1 at
+// every answer, and RateLimit-Policy's q=10;w=5 is a bucket's rate as
+// well as a window's; sent 16 requests 250 ms apart, it was given back
+// whole at each reset, about a second apart, and every span of Remaining
+// crossed one and showed nothing: after a second of quiet, at 5 s Stats
+// said 10 remained where the server held about 4, and of 10 requests
+// sent then, 5 went within a third of a second and 2 were refused. Now
+// the bucket and its rate are known by 3 s, Stats says 3 at 5 s, and the
+// 10 go 3 at once and the rest at its refill, none refused.)
+func (m *told) wholeAgain(now time.Duration, r int, adm, admitted uint64) {
+	if m.rollAdm == 0 || adm <= m.rollAdm || now-m.rolledAt >= m.length()/4 {
+		return
+	}
+	since := admitted - m.rollAdm
+	switch {
+	case !m.backWhole(r, since):
+		m.notWhole = true
+	case int64(r)+int64(since) >= int64(m.limit):
+		m.notWhole = false
+	}
+}
+
 // notALog reports whether Remaining, r, read at now, is more than a log of
 // recent requests could hold: ours answered from a window's length less a
 // round trip ago to a round trip ago were counted within the window's
@@ -274,7 +311,7 @@ const retellAfter = 3
 func (m *told) retell() {
 	m.kind, m.rate, m.recurred, m.refusedAt, m.logRefused, m.overSince = kindUnknown, 0, 0, 0, false, 0
 	m.markAt, m.reads, m.passed, m.still, m.tested = 0, 0, false, false, false
-	m.levelAt = 0
+	m.levelAt, m.notWhole = 0, false
 }
 
 // ceiling is the most a window or a log, as far as the key has read it,

@@ -3,6 +3,7 @@ package throttle_test
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -153,4 +154,71 @@ func TestAPolicyBelowABucketLeavesNoInflatedRateBehind(t *testing.T) {
 		assert.Equal(t, throttle.PacePolicy, st.PaceFrom)
 		assert.InDelta(t, 20, float64(st.Rate), 0.01)
 	})
+}
+
+// A bucket told by IETF fields on every answer (2 a second, 10 deep, 5 ms
+// away), whose RateLimit t says when its next token comes, a second at
+// most, is not given back whole at each such reset: the first reading
+// after one finds it not back to whole, so it is no window's. Sent 16
+// requests 250 ms apart, then quiet for a second, at 5 s it holds about 4
+// (its next answer says 3, having taken one), and the mirror says 3; of 10
+// requests sent then, 3 go at once and the rest at its refill, none
+// refused. Regression, found in review 46: the key gave the quota back
+// whole at every t, about a second apart, and no span of Remaining, each
+// across one, showed the refill: at 5 s Stats said 10, and of the 10
+// requests 5 went within a third of a second and 2 were refused.
+func TestABucketsNextTokenIsNoWindowsEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{
+			Limits: []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 2, Burst: 10}},
+			IETF:   true, HeadersOnSuccess: true, Latency: 5 * time.Millisecond})
+		rt := throttle.New(api, throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
+		defer rt.Close()
+		start := time.Now()
+		for i := range 16 {
+			time.Sleep(time.Duration(i)*250*time.Millisecond - time.Since(start))
+			_, status := getAt(t, rt, start)
+			assert.Equal(t, http.StatusOK, status, "request %d", i)
+		}
+		time.Sleep(5*time.Second - time.Since(start))
+		left := rt.Stats().Keys["api.test"].Remaining
+		t.Logf("Stats says %d remain at 5 s", left)
+		assert.InDelta(t, 4, left, 1, "what the server holds")
+
+		var mu sync.Mutex
+		var answered []time.Duration
+		var refused int
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() {
+				at, status := getAt(t, rt, start)
+				mu.Lock()
+				defer mu.Unlock()
+				if status != http.StatusOK {
+					refused++
+				}
+				answered = append(answered, at)
+			})
+		}
+		wg.Wait()
+		slices.Sort(answered)
+		t.Logf("answered at %v, %d refused", answered, refused)
+		assert.Zero(t, refused)
+		assert.Zero(t, api.Stats().Total.Throttled)
+		assert.Less(t, answered[9], 9*time.Second, "then at the refill: 6 more take 3 s")
+	})
+}
+
+// getAt sends one GET to api.test as key k through rt and returns when its
+// answer came, from start, and its status (0 on an error).
+func getAt(t *testing.T, rt http.RoundTripper, start time.Time) (time.Duration, int) {
+	t.Helper()
+	req := newReq(t, t.Context(), http.MethodGet, "http://api.test/")
+	req.Header.Set("X-API-Key", "k")
+	resp, err := rt.RoundTrip(req)
+	if !assert.NoError(t, err) {
+		return time.Since(start), 0
+	}
+	resp.Body.Close()
+	return time.Since(start), resp.StatusCode
 }
