@@ -183,13 +183,6 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		for m := range ks.mirrors() {
 			m.unread(at, tk.adm, units) // a 5xx the server may have counted
 		}
-	} else if ok && h.read && !h.quota.HasRemaining && len(resp.Header["Age"]) == 0 {
-		// Accepted without a reading: the server counted it (see bare).
-		// Not a cache's stored answer, which its Age field marks (RFC
-		// 9111, Section 5.1): the server never saw that request.
-		for m := range ks.mirrors() {
-			m.bare(at, tk.adm, units)
-		}
 	}
 	if ok {
 		ks.accept(tk, now, at)

@@ -150,11 +150,7 @@ import (
 //
 // A 5xx answer carries no reading the key trusts, but the server may have
 // counted its request (a backend's 503 behind the quota's gateway): it is
-// counted as accepted (see unread), which only ever sends less. So is an
-// answer accepted without a reading, from a server that sends them (an
-// endpoint that sends none): the server counted it, and it stays taken
-// from what remained once answered, as it was on its way (see bare). Not
-// a cache's stored answer, with an Age field: the server never saw it.
+// counted as accepted (see unread), which only ever sends less.
 //
 // The headers of every answer are read, 2xx included, while the server
 // sends them; a server that does not is checked on its first hdrTries
@@ -536,45 +532,6 @@ func (m *told) earlyReset(now time.Duration, r int, inflight int64) bool {
 func (m *told) unread(now time.Duration, adm uint64, n int) {
 	m.acc += int64(n)
 	m.accepted(now, n)
-	m.takeUnread(adm, n)
-}
-
-// bare records the answer to admission adm, of n units, at now, that the
-// server accepted without a reading, though it sends them: an endpoint
-// that sends none, a 2xx whose headers the server left out. The server
-// counted it: it is taken from what remained, and counts in a log's count
-// of ours (regression, found in review 47: forgotten once answered, a
-// window told Limit 3, Remaining 2, Reset 60 once, then nothing, let five
-// requests go at once, one at a time, and Stats said 2 remained after the
-// four were answered; in the synctest model, 2,000 requests, a log of 200
-// a second whose answers lacked the headers one time in ten drew 59 429s
-// a job, a window of 100 a second, one time in two, 60: now none).
-//
-// Not a cache's stored answer, which its Age field marks (learn leaves it
-// out): the server never saw that request. Counted as the server's, a
-// window of 100 a second half of whose answers a cache gave took 19.6 s,
-// not 10.9, and a log of 200 a second, one in ten, 12.3 s, not 8.8, with
-// 2-4 429s a job: readings above a count that took the cache's answers
-// look like a quota giving back before its reset. A cache that marks
-// none is counted so.
-//
-// Not in what a climb is measured with, as a 5xx is: answers the server
-// did not count (a cache's) would show a window giving back, a bucket's
-// climb, a pace faster than the server's. Nor by a bucket, which takes
-// ours from its level as they are sent (see bucket).
-func (m *told) bare(now time.Duration, adm uint64, n int) {
-	if m.kind == kindBucket {
-		return
-	}
-	m.accepted(now, n)
-	m.takeUnread(adm, n)
-}
-
-// takeUnread takes n units from what remained, for the answer to
-// admission adm that carried no reading, sent after a window's lowest
-// reading: it has left the requests on their way, which the mirror takes
-// from that reading, and no later reading may come before the reset.
-func (m *told) takeUnread(adm uint64, n int) {
 	if m.kind != kindBucket && adm > m.leftAdm && m.leftAt != 0 {
 		m.left -= n
 	}
