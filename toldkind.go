@@ -235,9 +235,15 @@ func (m *told) overTaken(now time.Duration, r int) {
 // said 10 remained where the server held about 4, and of 10 requests
 // sent then, 5 went within a third of a second and 2 were refused. Now
 // the bucket and its rate are known by 3 s, Stats says 3 at 5 s, and the
-// 10 go 3 at once and the rest at its refill, none refused.)
+// 10 go 3 at once and the rest at its refill, none refused.) Not once
+// others are seen spending the quota: a window they spend most of at its
+// start is not back to whole after its reset either, and it gives back
+// what they left (found in review 48: a window of 100 a second told by
+// IETF fields, another client spending 80 at each window's start, taken
+// for no window's end gave back one a reset: 400 requests took 1.118x
+// where 0.979x was, 20.5 refused where 9.1 were; now 1.000x and 10.6).
 func (m *told) wholeAgain(now time.Duration, r int, adm, admitted uint64) {
-	if m.rollAdm == 0 || adm <= m.rollAdm || now-m.rolledAt >= m.length()/4 {
+	if m.rollAdm == 0 || adm <= m.rollAdm || now-m.rolledAt >= m.length()/4 || m.othersSeen != 0 {
 		return
 	}
 	since := admitted - m.rollAdm

@@ -222,3 +222,61 @@ func getAt(t *testing.T, rt http.RoundTripper, start time.Time) (time.Duration, 
 	resp.Body.Close()
 	return time.Since(start), resp.StatusCode
 }
+
+// A fixed window told by IETF fields (100 a second, w=1) that another
+// client, not throttled, spends 80 of at the start of each window, before
+// this key's first answer after the reset, stays a window: its count is not
+// back to whole after a reset, as a bucket's is not (see
+// TestABucketsNextTokenIsNoWindowsEnd), but others are seen spending it,
+// and a reset that gives back what they left is a window's. Regression,
+// found in review 48: taken for no window's end, each reset gave back one
+// request; a job of 400 into the 20 a second left took 1.105x the 20 s on
+// average over these seeds, 19 of its requests refused, where the code
+// before that rule took 0.981x and 9; now 1.000x and 10.6.
+func TestAWindowOthersSpendMostOfIsStillAWindow(t *testing.T) {
+	limit := throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}
+	var sx, sr float64
+	const seeds = 8
+	for seed := range int64(seeds) {
+		synctest.Test(t, func(t *testing.T) {
+			api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{limit},
+				IETF: true, HeadersOnSuccess: true}, seed))
+			done := make(chan struct{})
+			var other sync.WaitGroup
+			other.Go(func() { // 80 at the start of each window
+				tick := time.NewTicker(limit.Per)
+				defer tick.Stop()
+				for {
+					var wg sync.WaitGroup
+					for i := range 80 {
+						wg.Go(func() {
+							req, _ := http.NewRequest(http.MethodGet, fmt.Sprint("http://api.test/other/", i), nil)
+							req.Header.Set("X-API-Key", "k")
+							if resp, err := api.RoundTrip(req); err == nil {
+								resp.Body.Close()
+							}
+						})
+					}
+					wg.Wait()
+					select {
+					case <-done:
+						return
+					case <-tick.C:
+					}
+				}
+			})
+			time.Sleep(time.Millisecond)
+			rt := throttle.New(api)
+			defer rt.Close()
+			took := jobOf(t, rt, 400, 8, "ours")
+			close(done)
+			other.Wait()
+			refused := rt.Stats().Total.Throttled
+			t.Logf("seed %d: %.3fx of 20 s, %d of ours refused", seed, took.Seconds()/20, refused)
+			sx, sr = sx+took.Seconds()/20, sr+float64(refused)
+		})
+	}
+	t.Logf("%.3fx on average, %.1f refused", sx/seeds, sr/seeds)
+	assert.LessOrEqual(t, sx/seeds, 1.04, "on average")
+	assert.LessOrEqual(t, sr/seeds, 14.0, "refused, on average")
+}
