@@ -268,7 +268,9 @@ func TestRetryAfterForms(t *testing.T) {
 // joined with ", ", each with its own comma), or one sent as two lines, is
 // read: the key pauses for the longest wait stated, and the refused
 // request's retry waits it; one malformed element makes the whole value
-// malformed, a refusal that states no wait (a second). Regression, found in
+// malformed, a refusal that states no wait (a second), but a malformed
+// line is left out of several (so "120" and "soon" gave 120 s before any
+// line but the first was read, and give it still). Regression, found in
 // review 46: "120, 120" and the merged dates were malformed, the key paused
 // a second (120 s and 90 s asked), and of the lines "60" and "120" only the
 // first was read, 60 s.
@@ -292,7 +294,9 @@ func TestMergedRetryAfterPausesForTheLongestWait(t *testing.T) {
 		{"a date line and a seconds line", func(now time.Time) []string { return []string{date(now, 30*time.Second), "45"} }, 45 * time.Second},
 		{"an empty line", func(time.Time) []string { return []string{"", "75"} }, 75 * time.Second},
 		{"one element malformed", func(time.Time) []string { return []string{"120, soon"} }, time.Second},
-		{"one line malformed", func(time.Time) []string { return []string{"120", "soon"} }, time.Second},
+		{"one line malformed", func(time.Time) []string { return []string{"120", "soon"} }, 120 * time.Second},
+		{"one line malformed, first", func(time.Time) []string { return []string{"soon", "60"} }, 60 * time.Second},
+		{"every line malformed", func(time.Time) []string { return []string{"soon", "later"} }, time.Second},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

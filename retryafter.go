@@ -65,21 +65,20 @@ func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
 // longest wait any of them states. Only the first line was read, and a
 // merged one as malformed: a 429 with "Retry-After: 120, 120" paused the key
 // for the second a refusal that states no wait is taken to ask, and one with
-// the lines "60" and "120" for 60 s (found in review 46).
+// the lines "60" and "120" for 60 s (found in review 46). A line that does
+// not parse is left out, as one absent (an empty line, merged, is an empty
+// element): read as malformed, the lines "120" and "soon" paused the key a
+// second where the first line alone, before, gave 120 s (found in session
+// 47). A single line is read whole: "120, soon" is malformed.
 func retryAfter(h http.Header, now *instant) (d time.Duration, whole, ok bool) {
 	lines := h["Retry-After"] // canonical: no need for Values' canonicalization
 	if len(lines) == 1 {
 		return parseRetryAfter(lines[0], now)
 	}
 	for _, line := range lines {
-		ld, lw, lok := parseRetryAfter(line, now)
-		if !lok {
-			if strings.Trim(line, " \t,") == "" {
-				continue // an empty field line, merged, is an empty element
-			}
-			return 0, false, false
+		if ld, lw, lok := parseRetryAfter(line, now); lok {
+			d, whole, ok = longer(d, whole, ok, ld, lw)
 		}
-		d, whole, ok = longer(d, whole, ok, ld, lw)
 	}
 	return d, whole, ok
 }
