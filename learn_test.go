@@ -1341,8 +1341,10 @@ func TestRandomRefusalsDoNotSinkALearnedWindowOrLog(t *testing.T) {
 		// seeds in TestLearnedModel: 1.52x, now 1.50x); 1.585x since a
 		// quick refusal of a pace the server bore, refused as often as
 		// before, counts only the refusals since the last cut (rule 3;
-		// 48 seeds: 1.50x, now 1.40x).
-		assert.LessOrEqual(t, randomlyRefused(t, 0.03, quotaWindow, 4000, nil), 1.62, "on average")
+		// 48 seeds: 1.50x, now 1.40x); 1.472x since three refusals in a
+		// trial are no longer dense by their count (rule 7; 48 seeds:
+		// 1.40x, now 1.29x).
+		assert.LessOrEqual(t, randomlyRefused(t, 0.03, quotaWindow, 4000, nil), 1.53, "on average")
 	})
 	t.Run("log", func(t *testing.T) {
 		assert.LessOrEqual(t, randomlyRefused(t, 0.03, quotaLog, 4000, nil), 2.4, "on average")
@@ -1362,20 +1364,25 @@ func TestRandomRefusalsDoNotSinkALearnedWindowOrLog(t *testing.T) {
 // and the chaos of the pace moves a seed or two: 5.12x over these 8 seeds,
 // where TestLearnedModel's 48 at 5% stay 4.71x; 4.67x since a quick
 // refusal of a pace the server bore, refused as often as before, counts
-// only the refusals since the last cut (rule 3).
+// only the refusals since the last cut (rule 3); 3.00x since a trial is
+// ended by refusals twice as often as before, not by a count of three
+// (rule 7: at 5%, the third comes within 60 answers in more than one
+// trial in two by chance; 48 seeds: 3.11x, now 2.36x).
 func TestFiveRandomRefusalsInAHundredAreTried(t *testing.T) {
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
-	assert.LessOrEqual(t, randomlyRefused(t, 0.05, bucket, 2000, nil), 4.9, "on average")
+	assert.LessOrEqual(t, randomlyRefused(t, 0.05, bucket, 2000, nil), 3.6, "on average")
 }
 
 // Behind five random refusals in a hundred, a slow pace's probes wait 200
 // answers' worth of it after a probe's refusal, but a refusal of a pace
 // that had not risen since its last cut does not begin that wait again: at
 // 20 a second, each random 429 began 10 s again, and the pace, once sunk,
-// rarely probed (2.60x the ideal over these 8 seeds; now 2.20x).
+// rarely probed (2.60x the ideal over these 8 seeds; then 2.20x, 2.00x by
+// session 47; 1.58x since three refusals in a trial, a twentieth of its
+// answers, no longer end it as dense: rule 7).
 func TestRandomRefusalsDoNotHoldASlowPaceDown(t *testing.T) {
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 20, Burst: 5}
-	assert.LessOrEqual(t, randomlyRefused(t, 0.05, bucket, 1200, nil), 2.4, "on average")
+	assert.LessOrEqual(t, randomlyRefused(t, 0.05, bucket, 1200, nil), 1.8, "on average")
 }
 
 // noiseThen runs a job of n records, 16 workers, through a Transport told
@@ -1449,7 +1456,9 @@ func TestQuietEndsWhenAPaceFarPastItPauses(t *testing.T) {
 // lately if higher than so far, and is not noise until its answers say
 // "as often" is likelier than "twice as often": 16 without); 11.8 at
 // commit dec8b62, 12.1 since rule 7 tries more cuts (after 50 answers,
-// and quick ones once noise was found).
+// and quick ones once noise was found); 11.8 by session 47, 12.6 since
+// three refusals in a trial no longer end it as dense (rule 7): a trial
+// of a cut over the fallen quota tells by its odds alone.
 func TestQuietEndsWhenAProbePausesTheKey(t *testing.T) {
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
 	lower := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 92, Burst: 5}
