@@ -333,7 +333,7 @@ func (ks *keyState) enter(tk *ticket, now time.Time, mono time.Duration, retry b
 		tr.rampAt = mono
 	}
 	for m := range ks.mirrors() {
-		m.took(mono, ks.outUnits-int64(cost), cost) // the others on their way
+		m.took(mono, tk.adm, ks.outUnits-int64(cost), cost) // the others on their way
 	}
 }
 

@@ -183,6 +183,18 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		for m := range ks.mirrors() {
 			m.unread(at, tk.adm, units) // a 5xx the server may have counted
 		}
+	} else if ok && h.read && len(resp.Header["Age"]) == 0 {
+		// Accepted without a reading, from a server that sends them: it
+		// may have counted it (see toldbare.go). Not a cache's stored
+		// answer, which its Age field marks (RFC 9111, Section 5.1): the
+		// server never saw that request.
+		for m := range ks.mirrors() {
+			m.bareAnswer(tk.adm, tk.mono, units, tk.endpoint(), ks.outUnits)
+		}
+	}
+	spent := h.throttled() && h.hasQ && h.quota.HasRemaining && h.quota.Remaining < units
+	for m := range ks.mirrors() {
+		m.endTry(tk.adm, spent) // the quota's own refusal (see toldbare.go)
 	}
 	if ok {
 		ks.accept(tk, now, at)

@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"net/http"
 	"time"
 )
 
@@ -130,6 +131,7 @@ type ticket struct {
 	heldBy Limit         // what it waited for last, if it waited
 	asked  bool          // the Store booked its departure
 	alone  error         // then: the Store's Reservation.Fallback
+	req    *http.Request // the caller's request, once answered: its method and path name its endpoint (see toldbare.go)
 }
 
 // admit waits for an attempt's turn at the key: the pause, the pacer, every

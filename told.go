@@ -150,7 +150,12 @@ import (
 //
 // A 5xx answer carries no reading the key trusts, but the server may have
 // counted its request (a backend's 503 behind the quota's gateway): it is
-// counted as accepted (see unread), which only ever sends less.
+// counted as accepted (see unread), which only ever sends less. An answer
+// accepted without a reading, from a server that sends them, is taken from
+// a window's count too, until the readings that follow show such answers
+// not counted (another endpoint's, which the quota does not guard); a
+// count only those from other endpoints spent holds the key for no reset,
+// but lets one request go to ask (see toldbare.go).
 //
 // The headers of every answer are read, 2xx included, while the server
 // sends them; a server that does not is checked on its first hdrTries
@@ -258,6 +263,14 @@ type told struct {
 	shareAdm   uint64          // that admission
 	cutShort   time.Duration   // when a refusal's pause last ended where the log gives back (see logPause); 0: never
 
+	// Answers accepted without a reading (see toldbare.go).
+	bare      int         // units of ours so answered since left was set, sent after its reading's answer came
+	bareOther int         // of them, those to another endpoint than readAt's
+	bareLast  uint64      // the latest admission of them
+	bareSays  bareVerdict // whether the server counts such answers, as far as the key was told
+	bareTry   uint64      // the admission that went beyond a count only bareOther spent; 0: none on its way
+	readAt    endpoint    // the endpoint of the latest request whose accepted answer carried a reading
+
 	shownKind string  // what EventPace last said
 	shownRate float64 //
 
@@ -357,11 +370,14 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 	if q.Window > 0 {
 		m.period = q.Window
 	}
+	if accepted {
+		m.tellBare(r, adm, inflight) // before anything compares r with left
+	}
 	m.measure(now, sent, r, inflight, admitted-m.rollAdm)
 	if m.kind == kindUnknown && accepted {
 		m.overTaken(now, r)
 	}
-	if m.kind == kindUnknown && m.tested && accepted && (adm > m.leftSeen || m.depth < minDepth) && int64(r)+1 > int64(m.left)+inflight &&
+	if lo := m.readLeft(); m.kind == kindUnknown && m.tested && accepted && (adm > m.leftSeen || m.depth < minDepth) && int64(r)+1 > lo+inflight &&
 		(m.depth < minDepth || int64(r)+inflight+2 < int64(m.depth)) && // back to full: a reset, perhaps
 		!m.earlyReset(now, r, inflight) {
 		// The request that tried beyond the mirror was accepted: the
@@ -373,10 +389,12 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 		// more than a log would have given back shows a log; more, a
 		// bucket; so does a quota never seen to hold half its limit, as
 		// a log does when first used (see measure).
-		if echo := m.echoes(m.leftAt, now); echo > 0 && int64(r)+1 <= int64(m.left)+inflight+int64(echo) && m.depth >= m.limit/2 {
+		// (Answers without a reading not told counted are left out of
+		// what remained: see readLeft.)
+		if echo := m.echoes(m.leftAt, now); echo > 0 && int64(r)+1 <= lo+inflight+int64(echo) && m.depth >= m.limit/2 {
 			m.kind = kindLog
 		} else {
-			m.kind, m.rate = kindBucket, float64(r-m.left+1)/(now-m.leftAt).Seconds()
+			m.kind, m.rate = kindBucket, float64(int64(r)-lo+1)/(now-m.leftAt).Seconds()
 		}
 	}
 	if m.kind == kindUnknown && accepted {
@@ -413,7 +431,7 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 		m.othersAt = now
 	}
 	if early := m.earlyReset(now, r, inflight); (m.kind == kindWindow || m.kind == kindUnknown) && m.leftAt != 0 && adm > max(m.rollAdm, m.leftAdm) &&
-		int64(r) > int64(m.left)+inflight+2 && (int64(r)+inflight+2 >= int64(m.depth) || early) {
+		int64(r) > m.readLeft()+inflight+2 && (int64(r)+inflight+2 >= int64(m.depth) || early) {
 		// The count came back before the reset the key knew of: that one
 		// was known late (whole seconds are late by up to one), and has
 		// passed. This answer's reset is the next. Others may have spent
@@ -421,6 +439,7 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 		// the second its reset was known to, to half the most it held or
 		// more, is taken for the reset (see earlyReset).
 		m.resetAt, m.left, m.leftAdm, m.leftSeen, m.leftAt, m.tested, m.rolled = 0, r, adm, admitted, now, false, false
+		m.bare, m.bareOther, m.bareLast = 0, 0, 0
 		if early {
 			m.markAt = 0 // a span across it would show a bucket's climb
 		}
@@ -459,6 +478,7 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 			m.blindAdm = admitted
 		}
 		m.left, m.leftAdm, m.leftSeen, m.leftAt, m.rolled = r, adm, admitted, now, false
+		m.bare, m.bareOther, m.bareLast = 0, 0, 0
 	}
 	if m.kind != kindBucket {
 		m.spentByOthers(now, sent, r, adm)
@@ -660,9 +680,13 @@ func (m *told) rollover(now time.Duration, admitted uint64) {
 	}
 	whole := m.limit
 	if m.kind == kindUnknown && m.notWhole {
-		whole = min(m.limit, m.left+1) // no window's end: see wholeAgain
+		// No window's end: see wholeAgain. (Ours answered without a
+		// reading, or with a 5xx, may have taken left below 0: it gave
+		// back one all the same.)
+		whole = min(m.limit, max(m.left, 0)+1)
 	}
 	m.left, m.leftAdm, m.leftSeen, m.leftAt, m.rollAdm, m.passed, m.tested = whole, admitted, admitted, m.resetAt, admitted, true, false
+	m.bare, m.bareOther, m.bareLast = 0, 0, 0
 	m.rolled, m.rolledAt = whole == m.limit, m.leftAt
 	m.resetAt = 0
 	switch {
@@ -918,6 +942,16 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 		return max(now, m.logPace+time.Duration(ahead)*(m.length()/time.Duration(m.limit)))
 	case t >= need:
 		return now
+	case m.spentByBare(now, inflight, need):
+		// Spent only by answers without a reading from other endpoints
+		// than the reading's, which the quota may not count: one request
+		// goes, and the others wait for its answer, which tells (see
+		// toldbare.go), not for the reset. Nothing on its way, its
+		// answer came, or will not: another goes.
+		if m.bareTry != 0 && inflight > 0 {
+			return holdsForAnswer
+		}
+		return now
 	case m.kind == kindLog:
 		return m.aged(now, need-t)
 	case m.logBound() && m.exact(now, inflight) < need && float64(int64(m.left)-inflight) >= need:
@@ -1038,9 +1072,9 @@ func later(now time.Duration, secs float64) time.Duration {
 	return now + time.Duration(math.Ceil(secs*1e9))
 }
 
-// took records a request of cost n admitted at now, with inflight others
-// on their way.
-func (m *told) took(now time.Duration, inflight int64, n int) {
+// took records a request of cost n, admission adm, admitted at now, with
+// inflight others on their way.
+func (m *told) took(now time.Duration, adm uint64, inflight int64, n int) {
 	m.spread = now
 	if p := m.length(); m.kind == kindLog && p > 0 && m.limit > 0 {
 		m.logPace = max(m.logPace, now-p/8) + time.Duration(n)*(p/time.Duration(m.limit))
@@ -1055,7 +1089,11 @@ func (m *told) took(now time.Duration, inflight int64, n int) {
 			m.sends = append(m.sends, now)
 		}
 	}
-	if m.tokens(now, inflight) < 1 {
+	switch {
+	case m.tokens(now, inflight) >= 1:
+	case m.spentByBare(now, inflight, 1):
+		m.bareTry = adm // it went beyond only answers that may not count (see toldbare.go)
+	default:
 		m.tested = true
 	}
 }

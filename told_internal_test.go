@@ -10,8 +10,8 @@ import (
 // server's figures say our requests cost, not what they were charged.
 func TestMirrorRecountsByTheFigure(t *testing.T) {
 	m := told{limit: 100, period: time.Second}
-	m.took(time.Second, 0, 5)
-	m.took(2*time.Second, 5, 2)
+	m.took(time.Second, 0, 0, 5)
+	m.took(2*time.Second, 0, 5, 2)
 	m.recount(time.Second, 5, 1)   // charged 5, cost 1
 	m.recount(2*time.Second, 2, 4) // charged 2, cost 4
 	m.recount(3*time.Second, 1, 3) // never kept: nothing to correct
@@ -38,8 +38,8 @@ func TestMirrorRecountsByTheFigure(t *testing.T) {
 func TestMirrorWaitSaturates(t *testing.T) {
 	m := told{on: true, kind: kindBucket, rate: 0.05, limit: 10, depth: 10, level: 10, levelAt: time.Second}
 	now := 2 * time.Second
-	m.took(now, 0, maxCost)
-	m.took(now, maxCost, maxCost)
+	m.took(now, 0, 0, maxCost)
+	m.took(now, 0, maxCost, maxCost)
 	if got := m.lowerBound(now, 2*maxCost, 2*maxCost, 0, 1); got != holdsForAnswer {
 		t.Errorf("with two billion units on their way, lowerBound = %v, want their answers", got)
 	}
@@ -66,7 +66,7 @@ func TestUnknownKindIsHeldToALogAfterTheReset(t *testing.T) {
 	// reset a second away in whole seconds, as a log of 200 a second says.
 	for i := range n {
 		sent := time.Duration(i) * 2500 * time.Microsecond
-		m.took(sent, 0, 1)
+		m.took(sent, 0, 0, 1)
 		adm++
 		q := Quota{Limit: n, Remaining: n - 1 - i, Reset: time.Second,
 			HasLimit: true, HasRemaining: true, HasReset: true}
@@ -181,7 +181,7 @@ func TestSharedWindowReadLateAfterItsResetStaysAWindow(t *testing.T) {
 				leftAdm: 500, leftSeen: 500, sent: 500, lastAdm: 500}
 			now := reset + c.after
 			m.rollover(now, 500)
-			m.took(now-time.Millisecond, 0, 1)
+			m.took(now-time.Millisecond, 0, 0, 1)
 			// 20 left, one of them ours: others spent 79 since the reset.
 			q := Quota{Limit: 100, Remaining: 20, Reset: time.Second, Window: time.Second,
 				HasLimit: true, HasRemaining: true, HasReset: true}
@@ -210,7 +210,7 @@ func TestShortWindowResetIsDueAWindowLengthAfterTheLast(t *testing.T) {
 	// away (rounded up from 13 ms).
 	now := ms(11990)
 	m.rollover(now, 500)
-	m.took(now-time.Millisecond, 0, 1)
+	m.took(now-time.Millisecond, 0, 0, 1)
 	refused := Quota{Limit: 100, Remaining: 0, Reset: time.Second, HasLimit: true, HasRemaining: true, HasReset: true}
 	m.read(refused, now, now-time.Millisecond, 501, 501, 0, 1, false, true)
 	if m.resetAt != ms(12003) {

@@ -118,6 +118,9 @@ func (ks *keyState) readQuota(ls *lesson, tk *ticket, resp *http.Response, h *hi
 		m.rollover(at, ks.admitted)
 		m.recount(tk.mono, int(tk.cost), units)
 		m.read(*q, at, tk.mono, tk.adm, ks.admitted, ks.outUnits, units, ok, !short || q.Remaining < units)
+		if ok {
+			m.readAt = tk.endpoint() // one that sends the headers (see toldbare.go)
+		}
 		if h.throttled() {
 			m.forget(tk.mono, units)
 		}

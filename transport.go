@@ -376,6 +376,7 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 		// refused.
 		pause = o.h.wait
 	}
+	tk.req = r.req
 	r.t.learn(&o.ls, ks, tk, resp, &o.h, pause, o.now, mono)
 	if o.h.throttled() && o.h.hasWait && o.h.wait == 0 && ks.learned() {
 		// A zero wait teaches a learned pace as none stated (see
