@@ -929,6 +929,58 @@ func TestTwoTransportsShareAWindowThatBeganBefore(t *testing.T) {
 	}
 }
 
+// Two transports (two processes, no Store) on a small quota, a window, a
+// log or a sliding counter of 10 or 5 a second told by quota headers on
+// every answer: neither starves the other. The one refused wakes at the
+// same point of every window (its Retry-After is whole seconds) and sees
+// nothing it could come sooner by; the other sees nothing of it while it is
+// refused, and a quota of 10 never showed the 16 of others' requests that
+// showed others before. Each now takes others for spending it from fewer
+// (a quarter of its limit), or from a refusal while its count held room,
+// and leaves them the quota's last one while they were seen lately and its
+// own requests within a window's length hold all the rest (see holdsLast).
+// Regression, found in review 47 (8 workers, 300 requests each, 150 at 5 a
+// second, 48 seeds): on the window of 10 told by X-RateLimit-* a request
+// gave up after 8 attempts in 18 runs of 48, and 76.9 429s came a run on
+// average, where the same jobs told nothing drew 19.7 and lost none; now
+// none and 27.5. By IETF fields 33.5 429s, now 28.8; the log of 10 lost
+// one in 1 and 5 runs of 48 (130.3 and 89.1 429s), now none (23.8, 27.7);
+// the counter of 10 by IETF fields in 2 (29.0), now none (11.5); the window
+// of 5 in 18 (66.1), now none (38.1; told nothing, 22.1); the log of 5 in 1
+// (120.0), now none (44.4; told nothing, 22.7).
+func TestTwoTransportsOnASmallQuotaNeitherStarves(t *testing.T) {
+	type row struct {
+		alg  throttletest.Algorithm
+		n    int
+		ietf bool
+		most float64 // the most 429s a run, on average over the seeds (at 10 a second, twice what a window or a log draws told nothing)
+	}
+	rows := []row{
+		{throttletest.FixedWindow, 10, false, 40}, {throttletest.FixedWindow, 10, true, 40},
+		{throttletest.SlidingLog, 10, false, 40}, {throttletest.SlidingLog, 10, true, 40},
+		{throttletest.SlidingCounter, 10, false, 40}, {throttletest.SlidingCounter, 10, true, 40},
+		// Not yet within twice what the jobs draw told nothing (22.1 and
+		// 22.7 a run): 38.1 and 44.4 on average over 48 seeds.
+		{throttletest.FixedWindow, 5, false, 55}, {throttletest.SlidingLog, 5, false, 70},
+	}
+	for _, r := range rows {
+		t.Run(fmt.Sprint(r.alg, "/", r.n, "/ietf=", r.ietf), func(t *testing.T) {
+			l := throttletest.Limit{Algorithm: r.alg, N: r.n, Per: time.Second}
+			var refused int64
+			const seeds = 8
+			for seed := range int64(seeds) {
+				t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+					run := runSharedQuota(t, sharedQuota{limit: l, ietf: r.ietf, records: 30 * r.n, workers: 8, ideal: time.Minute}, seed)
+					assert.Zero(t, run.failed, "no request gives up")
+					refused += run.refused
+				})
+			}
+			t.Logf("%.1f 429s a run", float64(refused)/seeds)
+			assert.LessOrEqual(t, float64(refused)/seeds, r.most)
+		})
+	}
+}
+
 // A sharedQuota is a quota two transports share, told by its headers, and
 // what they must achieve.
 type sharedQuota struct {
