@@ -164,7 +164,7 @@ func (m *told) tried(adm uint64, r int, inflight int64) bool {
 		return false
 	}
 	m.bareTry = 0
-	if int64(r) > m.counted(adm)+inflight {
+	if int64(r) > m.leftIfCounted(adm)+inflight {
 		m.judgeBare(bareUncounted)
 		return true
 	}
@@ -191,9 +191,9 @@ func (m *told) was() int64 {
 	return int64(m.left) + int64(m.bare)
 }
 
-// counted is the most that remains after admission adm, had the server
+// leftIfCounted is the most that remains after admission adm, had the server
 // counted every request of ours sent after the reading's answer came.
-func (m *told) counted(adm uint64) int64 {
+func (m *told) leftIfCounted(adm uint64) int64 {
 	return m.was() - int64(adm-m.leftSeen)
 }
 
