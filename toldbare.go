@@ -97,6 +97,7 @@ func (m *told) keepsBare() bool {
 // (see bareTry) shows them not counted if the server, counting them, would
 // have had no room for it (see tried).
 func (m *told) bareAnswer(adm uint64, sent time.Duration, n int, at endpoint, inflight int64) {
+	m.bareAt = max(m.bareAt, sent)
 	switch {
 	case !m.keepsBare():
 		return
