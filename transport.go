@@ -154,8 +154,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case t.cfg.key != nil:
 		key = t.userKey(req)
 	}
-	r := request{place: place{prio: ro.prio, arrived: now, cost: max(ro.cost, 1)},
-		t: t, req: req, ctx: req.Context(), mono: mono, held: true, noRetry: ro.noRetry}
+	var r request // (filled in place: a literal was made aside, then copied)
+	r.place = place{prio: ro.prio, arrived: now, cost: max(ro.cost, 1)}
+	r.t, r.req, r.ctx, r.mono, r.held, r.noRetry = t, req, req.Context(), mono, true, ro.noRetry
 	r.ks, r.seq = t.acquire(pol, key, req, key != host) // locked: the first attempt's admission goes on
 	defer func() {                                      // deferred, so that a panicking base does not pin the key
 		if r.held {
