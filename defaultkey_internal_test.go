@@ -67,3 +67,29 @@ func FuzzDefaultKey(f *testing.F) {
 		}
 	})
 }
+
+// ownKey, eight bytes at a time, finds a byte from ':' to 'Z' wherever it
+// is, whatever the bytes around it (none borrows from or carries into
+// another), and no other byte.
+func TestOwnKeyFindsEveryByteFromColonToZ(t *testing.T) {
+	for n := 1; n <= 17; n++ {
+		for pos := 0; pos < n; pos++ {
+			for _, fill := range []byte{'a', 0x00, 0x7f, 0xff, ':' - 1, 'Z' + 1} {
+				for b := 0; b < 256; b++ {
+					host := make([]byte, n)
+					for i := range host {
+						host[i] = fill
+					}
+					host[pos] = byte(b)
+					want := (fill < ':' || fill > 'Z') && (b < ':' || b > 'Z')
+					if got := ownKey(string(host)); got != want {
+						t.Fatalf("ownKey(%q) = %v, want %v", host, got, want)
+					}
+				}
+			}
+		}
+	}
+	if ownKey("") {
+		t.Error(`ownKey("") = true: an empty URL.Host is not its own key`)
+	}
+}
