@@ -250,6 +250,25 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 	ks.wakeHead()
 }
 
+// acceptPlain is learn for a plain answer (see judgePlain) of a key never
+// in trouble: the server took the request, and the answer says nothing
+// more. Of learn's steps, it takes those such an answer takes: the attempt
+// is no longer sending, its windows count it from now, its round trip is
+// learned if timed, the answers' record counts it (a key never in trouble
+// has no failure in the record: no outage to begin), and it is evidence of
+// what the server bears, accepted; then the head of the line recomputes.
+// It is called as learn is, with ks.mu held.
+func (ks *keyState) acceptPlain(tk *ticket, now time.Time, mono time.Duration) {
+	now, at := ks.clock(now, mono)
+	ks.sending--
+	ks.outUnits -= int64(tk.cost)
+	ks.answered(tk, int(tk.cost), true, now, mono, at-tk.mono)
+	ks.health.record(mono, false, false)
+	ks.ev.answered(at)
+	ks.accept(tk, now, at)
+	ks.wakeHead()
+}
+
 // pace is the key's pacer's rate now; 0 without one. Only trouble moves a
 // pace (adapt.go, learn.go): a key that never met any paces at its Policy's
 // Rate, which is read without the pacer's lock.
