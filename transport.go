@@ -160,14 +160,47 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	r.place = place{prio: ro.prio, arrived: now, cost: max(ro.cost, 1)}
 	r.t, r.req, r.ctx, r.mono, r.held, r.noRetry = t, req, req.Context(), mono, true, ro.noRetry
 	r.ks, r.seq = t.acquire(pol, key, req, key != host) // locked: the first attempt's admission goes on
-	defer func() {                                      // deferred, so that a panicking base does not pin the key
+	// One deferred call for the whole request: should the base or user
+	// code on the way panic (events, GetBody, WithCost, a Store), what the
+	// request has on its way is put in order (see tidy), and the key is
+	// let go of however RoundTrip ends, before the panic goes on. (One
+	// each in send, do and here cost some 35 instructions an attempt.)
+	defer func() {
+		var p any
+		if r.onWire || r.inHand != nil || r.pending != nil || r.unsent != nil {
+			p = recover()
+			r.tidy(p)
+		}
 		if r.held {
 			r.ks.mu.Lock()
 			r.release()
 			r.ks.mu.Unlock()
 		}
+		if p != nil {
+			panic(p)
+		}
 	}()
 	return r.do()
+}
+
+// tidy puts in order, after a panic p (nil: none), what the request has on
+// its way: the attempt with the base ends as one with no answer (see
+// unsend), and the response in hand is closed, which gives back its
+// in-flight slot, and so are a body GetBody made for a retry and the body
+// of a request not yet handed to the base: a panicking base or callback
+// cannot break the key, nor keep a body open.
+func (r *request) tidy(p any) {
+	if p == nil {
+		return
+	}
+	if r.onWire {
+		r.t.unsend(r.ks, &r.tk)
+	}
+	if r.inHand != nil && r.inHand.Body != nil {
+		r.inHand.Body.Close()
+	}
+	closeBody(r.pending)
+	closeBody(r.unsent)
 }
 
 // release lets go of the request's reference to its key, and counts the
@@ -209,43 +242,34 @@ type request struct {
 	bo     *backoff.ExponentialBackOff // made at the first backoff
 	own    backoff.BackOff             // Retry.NewBackOff's, made at the first retry
 	shown  string                      // the URL as events show it, once an event needs it
+	tk     ticket                      // the attempt's (filled in place: admit, send and judge take its address)
 
 	noRetry bool // the request's NoRetry option
+
+	// What a panic on the way puts in order (see tidy).
+	onWire  bool           // tk's attempt is with the base
+	inHand  *http.Response // the response in hand
+	pending *http.Request  // the next attempt's, GetBody's body open
+	unsent  *http.Request  // the attempt's, until the base has it
 }
 
+// do makes the request's attempts. User code runs on the way (events,
+// GetBody, a Store): should it panic, RoundTrip puts in order what r notes
+// (see tidy).
 func (r *request) do() (*http.Response, error) {
-	// User code runs on the way (events, GetBody, a Store). Should it
-	// panic, the response in hand is closed, which gives back its
-	// in-flight slot, and so is a body GetBody made for a retry, and the
-	// body of a request not yet handed to the base, before the panic goes
-	// on: a panicking callback cannot break the key, nor keep a body open.
-	var inHand *http.Response
-	var pending, unsent *http.Request
-	defer func() {
-		if inHand == nil && pending == nil && unsent == nil {
-			return
-		}
-		if p := recover(); p != nil {
-			if inHand != nil && inHand.Body != nil {
-				inHand.Body.Close()
-			}
-			closeBody(pending)
-			closeBody(unsent)
-			panic(p)
-		}
-	}()
 	send, now, mono := r.req, r.arrived, r.mono
 	var kept *http.Response // the last response, its body read, while its retry is not yet sent
 	for attempt := 1; ; attempt++ {
-		unsent = send      // until the base has it
+		r.unsent = send    // until the base has it
 		var last time.Time // a retry must be admitted by MaxElapsed
 		if attempt > 1 {
 			last = r.arrived.Add(r.t.cfg.retry.MaxElapsed)
 			now, mono = r.t.now()
 			r.ks.mu.Lock() // (the first attempt's was taken by acquire)
 		}
-		var tk ticket // (filled in place: admit, send and judge take its address)
-		err := r.t.admit(r.ctx, r.ks, &r.place, attempt, last, now, mono, &tk)
+		r.tk = ticket{}
+		tk := &r.tk
+		err := r.t.admit(r.ctx, r.ks, &r.place, attempt, last, now, mono, tk)
 		r.waited += tk.waited
 		if err != nil {
 			closeBody(send)
@@ -269,23 +293,23 @@ func (r *request) do() (*http.Response, error) {
 		}
 		kept = nil
 		if r.t.cfg.events != nil {
-			r.admitted(attempt, &tk)
+			r.admitted(attempt, tk)
 		}
-		unsent = nil
-		resp, err := r.t.send(r.ks, &tk, send)
-		inHand = resp
-		if r.plain(&tk, resp) {
-			r.judgePlain(&tk, resp) // not retried
-			inHand = nil
+		r.unsent = nil
+		resp, err := r.send(send)
+		r.inHand = resp
+		if r.plain(tk, resp) {
+			r.judgePlain(tk, resp) // not retried
+			r.inHand = nil
 			return resp, nil
 		}
 		var o outcome // (large: judged in place, passed on by pointer)
-		r.judge(&o, &tk, attempt, resp, err)
+		r.judge(&o, tk, attempt, resp, err)
 		if !o.retryable {
 			if err != nil && attempt > 1 {
 				err = &triesError{fmt.Sprintf("throttle: key %q: after %d attempts", r.ks.name(), attempt), err}
 			}
-			inHand = nil
+			r.inHand = nil
 			return resp, err
 		}
 		next, why := r.next(attempt, &o)
@@ -294,13 +318,13 @@ func (r *request) do() (*http.Response, error) {
 			if err != nil {
 				err = &triesError{r.gaveUpMsg(attempt, why), err}
 			}
-			inHand = nil
+			r.inHand = nil
 			return resp, err
 		}
 		kept = discard(resp)
-		inHand, pending = nil, next
+		r.inHand, r.pending = nil, next
 		r.retrying(attempt, resp, err, o.delay)
-		send, pending = next, nil
+		send, r.pending = next, nil
 		if werr := r.backOff(&o); werr != nil {
 			closeBody(send)
 			r.count(werr)
@@ -537,22 +561,14 @@ func (r *request) backOff(o *outcome) error {
 	return err
 }
 
-// send passes an admitted attempt to the base RoundTripper. Should the base
-// panic, the key is left in order (nothing on the wire, the slot and the
-// probe given back) before the panic goes on to the caller.
-func (t *Transport) send(ks *keyState, tk *ticket, req *http.Request) (*http.Response, error) {
-	sent := false
-	defer func() {
-		if sent {
-			return // (no recover to call)
-		}
-		if p := recover(); p != nil {
-			t.unsend(ks, tk)
-			panic(p)
-		}
-	}()
-	resp, err := t.base.RoundTrip(req)
-	sent = true
+// send passes the admitted attempt r.tk to the base RoundTripper. Should
+// the base panic, RoundTrip leaves the key in order (nothing on the wire,
+// the slot and the probe given back: see tidy) before the panic goes on to
+// the caller.
+func (r *request) send(req *http.Request) (*http.Response, error) {
+	r.onWire = true
+	resp, err := r.t.base.RoundTrip(req)
+	r.onWire = false
 	switch {
 	case resp == nil && err == nil:
 		err = errors.New("throttle: the base RoundTripper returned neither a response nor an error")
