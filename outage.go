@@ -42,22 +42,25 @@ type health struct {
 // record adds an answer at now, failed or refused for the quota, and
 // reports whether failures now dominate.
 func (h *health) record(now time.Duration, failed, refused bool) bool {
-	if h.n > 0 && now-h.last > outageForget {
-		h.failed, h.refused, h.n = 0, 0, 0
-	}
-	h.last = now
-	h.failed <<= 1
-	h.refused <<= 1
+	h.push(now)
 	if failed {
 		h.failed |= 1
 	}
 	if refused {
 		h.refused |= 1
 	}
-	h.failed &= 1<<outageAnswers - 1
-	h.refused &= 1<<outageAnswers - 1
-	h.n = min(h.n+1, outageAnswers)
 	return h.dominate(h.failed)
+}
+
+// push adds an answer at now that neither failed nor was refused.
+func (h *health) push(now time.Duration) {
+	if h.n > 0 && now-h.last > outageForget {
+		h.failed, h.refused, h.n = 0, 0, 0
+	}
+	h.last = now
+	h.failed = h.failed << 1 & (1<<outageAnswers - 1)
+	h.refused = h.refused << 1 & (1<<outageAnswers - 1)
+	h.n = min(h.n+1, outageAnswers)
 }
 
 // dominate reports whether the answers marked in b dominate the recent

@@ -155,7 +155,7 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 	ks.sending--
 	ks.outUnits -= int64(tk.cost)
 	units := h.units(tk)
-	ks.answered(tk, units, resp != nil, now, mono, at-tk.mono)
+	ks.answered(tk, units, resp != nil, mono, at)
 	// ok: the server took the request (a 5xx says nothing about the pace).
 	ok := resp != nil && h.signal == signalNone && resp.StatusCode < http.StatusInternalServerError
 	failed := h.signal == signalUnavailable
@@ -251,21 +251,23 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 }
 
 // acceptPlain is learn for a plain answer (see judgePlain) of a key never
-// in trouble: the server took the request, and the answer says nothing
-// more. Of learn's steps, it takes those such an answer takes: the attempt
-// is no longer sending, its windows count it from now, its round trip is
-// learned if timed, the answers' record counts it (a key never in trouble
-// has no failure in the record: no outage to begin), and it is evidence of
-// what the server bears, accepted; then the head of the line recomputes.
-// It is called as learn is, with ks.mu held.
-func (ks *keyState) acceptPlain(tk *ticket, now time.Time, mono time.Duration) {
-	now, at := ks.clock(now, mono)
+// in trouble, at mono (from the epoch): the server took the request, and
+// the answer says nothing more. Of learn's steps, it takes those such an
+// answer takes: the attempt is no longer sending, its windows count it
+// from now, its round trip is learned if timed, the answers' record counts
+// it (a key never in trouble has no failure in the record: no outage to
+// begin), and it is evidence of what the server bears, accepted; then the
+// head of the line recomputes. It is called as learn is, with ks.mu held,
+// and needs no time.Time: a timed answer's Add was some 70 instructions.
+func (ks *keyState) acceptPlain(tk *ticket, mono time.Duration) {
+	at := ks.clockAt(mono)
 	ks.sending--
 	ks.outUnits -= int64(tk.cost)
-	ks.answered(tk, int(tk.cost), true, now, mono, at-tk.mono)
-	ks.health.record(mono, false, false)
+	ks.answered(tk, int(tk.cost), true, mono, at)
+	ks.health.push(mono)
 	ks.ev.answered(at)
-	ks.accept(tk, now, at)
+	ks.ev.run++ // accept, for a key that learns no pace (see learning)
+	ks.ev.taken++
 	ks.wakeHead()
 }
 
@@ -504,10 +506,21 @@ func (ks *keyState) clock(now time.Time, mono time.Duration) (time.Time, time.Du
 	return now, mono
 }
 
-// answered closes the attempt's window entries at now (mono from the
-// epoch), where they count units from then (its charge, or the server's
-// figure), and learns its round trip, rtt, when it got a response.
-func (ks *keyState) answered(tk *ticket, units int, response bool, now time.Time, mono, rtt time.Duration) {
+// clockAt is clock for mono alone. (clock does not call it: it would no
+// longer be inlined.)
+func (ks *keyState) clockAt(mono time.Duration) time.Duration {
+	if ks.limAt > mono {
+		return ks.limAt
+	}
+	ks.limAt = mono
+	return mono
+}
+
+// answered closes the attempt's window entries at mono (from the epoch),
+// where they count units from then (its charge, or the server's figure),
+// and learns its round trip, to at (mono as clock has it), when it got a
+// response.
+func (ks *keyState) answered(tk *ticket, units int, response bool, mono, at time.Duration) {
 	for i := range ks.wins {
 		ks.wins[i].answered(tk.adm, units, mono)
 	}
@@ -517,7 +530,7 @@ func (ks *keyState) answered(tk *ticket, units int, response bool, now time.Time
 	if !tk.timed {
 		return // no round trip measured (see answeredAt)
 	}
-	ks.lat.observe(rtt)
+	ks.lat.observe(at - tk.mono)
 	if ks.lim == nil || ks.pol.Queue > 0 || ks.learned() {
 		return
 	}
@@ -528,6 +541,8 @@ func (ks *keyState) answered(tk *ticket, units int, response bool, now time.Time
 	if r <= ks.reserve {
 		return
 	}
+	// The time at, made only here: the reserve grows rarely.
+	now := tk.sent.Add(at - tk.mono)
 	want := ks.lim.TokensAt(now) - float64(r-ks.reserve) // the server keeps r-reserve more
 	depth := max(1, ks.pol.Burst-int(r))
 	ks.lim.SetBurstAt(now, depth) // caps what the bucket holds at the new depth

@@ -479,7 +479,11 @@ func (r *request) plain(tk *ticket, resp *http.Response) bool {
 // (callgrind). TestAnswerShortcut holds the two to the same ticket and the
 // same key.
 func (r *request) judgePlain(tk *ticket, resp *http.Response) {
-	now, mono := tk.answeredAt()
+	var now time.Time // (made only for learn: acceptPlain needs mono alone)
+	mono := tk.mono   // when the answer came, from the epoch: as judge's answeredAt has it
+	if tk.timed {
+		mono += time.Since(tk.sent)
+	}
 	ks := r.ks
 	ks.mu.Lock()
 	if !tk.timed && (ks.tr != nil || len(ks.wins) > 0) {
@@ -487,8 +491,11 @@ func (r *request) judgePlain(tk *ticket, resp *http.Response) {
 		now, mono = r.t.now()
 	}
 	if ks.tr == nil {
-		ks.acceptPlain(tk, now, mono)
+		ks.acceptPlain(tk, mono)
 	} else {
+		if now.IsZero() {
+			now = tk.sent.Add(mono - tk.mono)
+		}
 		r.t.learn(&lesson{}, ks, tk, resp, &hint{}, 0, now, mono)
 	}
 	tied := tk.slot && holdsSlot(resp)
