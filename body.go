@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // A discarded response body is drained so its connection can be reused, but
@@ -73,9 +74,16 @@ func closeBody(req *http.Request) {
 // the body, and may hold it (and close it again) long after, so a body is
 // never reused. It is 24 bytes, the smallest size class that holds it: the
 // key, swapped for nil when the slot goes back, is also its done flag.
+//
+// The key is an unsafe.Pointer read and swapped with sync/atomic's
+// functions, not an atomic.Pointer, so that a new body is made with it,
+// as any value is, before the caller has the body: an atomic.Pointer is set
+// by its Store, an exchange with the whole machine (XCHG on amd64), one of
+// the window's row's four of its kind an answer (with the Swap that gives
+// the slot back and the key's lock then).
 type slotBody struct {
 	io.ReadCloser
-	ks atomic.Pointer[keyState] // nil once the slot is given back
+	ks unsafe.Pointer // *keyState; nil once the slot is given back
 }
 
 func (b *slotBody) Read(p []byte) (int, error) {
@@ -93,10 +101,10 @@ func (b *slotBody) Close() error {
 }
 
 func (b *slotBody) release() {
-	if b.ks.Load() == nil {
+	if atomic.LoadPointer(&b.ks) == nil {
 		return // given back already (a body read to its end is closed too: one atomic write)
 	}
-	if ks := b.ks.Swap(nil); ks != nil {
+	if ks := (*keyState)(atomic.SwapPointer(&b.ks, nil)); ks != nil {
 		ks.freeSlot()
 	}
 }
@@ -132,18 +140,12 @@ func holdSlot(resp *http.Response, ks *keyState) {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		if rw, ok := resp.Body.(io.ReadWriteCloser); ok {
 			if cw, ok := rw.(interface{ CloseWrite() error }); ok {
-				b := &cwSlotBody{rwSlotBody: rwSlotBody{slotBody: slotBody{ReadCloser: rw}, w: rw}, cw: cw}
-				b.ks.Store(ks)
-				resp.Body = b
+				resp.Body = &cwSlotBody{rwSlotBody: rwSlotBody{slotBody: slotBody{rw, unsafe.Pointer(ks)}, w: rw}, cw: cw}
 				return
 			}
-			b := &rwSlotBody{slotBody: slotBody{ReadCloser: rw}, w: rw}
-			b.ks.Store(ks)
-			resp.Body = b
+			resp.Body = &rwSlotBody{slotBody: slotBody{rw, unsafe.Pointer(ks)}, w: rw}
 			return
 		}
 	}
-	b := &slotBody{ReadCloser: resp.Body}
-	b.ks.Store(ks)
-	resp.Body = b
+	resp.Body = &slotBody{resp.Body, unsafe.Pointer(ks)}
 }
