@@ -395,9 +395,10 @@ func (k *keys) register(p *policy) { k.maps.Store(p, p.keys) }
 // acquire returns the state of key, the partition key of req, under p,
 // with a reference held and its mutex locked, and the request's place among
 // the key's arrivals (its order in the line). A key that is not the
-// request's host (given by WithKey or PartitionKey: user) is shown
-// redacted if it holds a credential of the request.
-func (t *Transport) acquire(p *policy, key string, req *http.Request, user bool) (*keyState, uint64) {
+// request's host (given by WithKey or PartitionKey) is shown redacted if it
+// holds a credential of the request: host, its default key, is compared
+// with it only when the state is made.
+func (t *Transport) acquire(p *policy, key string, req *http.Request, host string) (*keyState, uint64) {
 	m := p.keys
 	for {
 		ks := m.load(key)
@@ -405,7 +406,7 @@ func (t *Transport) acquire(p *policy, key string, req *http.Request, user bool)
 			var made bool
 			ks, made = m.loadOrStore(key, func() *keyState {
 				ks := t.newKeyState(p, key)
-				if user {
+				if key != host {
 					if shown := shownKey(req, key); shown != key {
 						ks.rarely().alias, ks.aliased = shown, true // rare: a key misused
 					}

@@ -18,6 +18,7 @@ type config struct {
 	exact    map[string]*slot // WithHostPolicy hostnames (lower-cased)
 	wildcard map[string]*slot // WithHostPolicy "*.domain", keyed by "domain"
 	ports    bool             // some exact pattern names a port
+	hosts    bool             // some WithHostPolicy (New fixes the patterns)
 	key      func(*http.Request) string
 	retry    Retry
 	events   func(Event)
@@ -140,9 +141,15 @@ func WithEvents(fn func(Event)) Option {
 // "name[:port]", the port left out when it is the scheme's default: see
 // defaultKey).
 func (c *config) policyFor(req *http.Request, host string) *policy {
-	if len(c.exact) == 0 && len(c.wildcard) == 0 {
-		return c.def.cur.Load() // no WithHostPolicy (New fixes the patterns)
+	if !c.hosts {
+		return c.def.cur.Load() // no WithHostPolicy
 	}
+	return c.hostPolicy(req, host)
+}
+
+// hostPolicy is policyFor with host patterns. (Apart, and with hosts set
+// by New, policyFor is inlined: the usual Transport has none.)
+func (c *config) hostPolicy(req *http.Request, host string) *policy {
 	scheme, name := req.URL.Scheme, hostName(req, host)
 	if s, ok := c.exact[host]; ok {
 		return s.cur.Load()

@@ -79,6 +79,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		panic(err)
 	}
 	t.cfg.given, t.cfg.problems = nil, nil
+	t.cfg.hosts = len(t.cfg.exact) > 0 || len(t.cfg.wildcard) > 0
 	t.cfg.retry = t.cfg.retry.withDefaults()
 	t.plain = t.cfg.cost == nil && t.cfg.events == nil && t.cfg.store == nil && t.cfg.retry.ShouldRetry == nil
 	if t.cfg.def == nil {
@@ -144,8 +145,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	now, mono := t.now() // the request's start, and when its first attempt is admitted
 	host := defaultKey(req)
 	pol := t.cfg.policyFor(req, host)
-	ro, _, err := requestOptions(req.Context())
-	if err != nil {
+	var ro reqConfig
+	if err := requestOptions(req.Context(), &ro); err != nil {
 		closeBody(req)
 		return nil, err
 	}
@@ -156,10 +157,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case t.cfg.key != nil:
 		key = t.userKey(req)
 	}
-	var r request // (filled in place: a literal was made aside, then copied)
-	r.place = place{prio: ro.prio, arrived: now, cost: max(ro.cost, 1)}
+	var r request // (filled in place, field by field: a literal was made aside, then copied)
+	r.prio, r.arrived, r.cost = ro.prio, now, max(ro.cost, 1)
 	r.t, r.req, r.ctx, r.mono, r.held, r.noRetry = t, req, req.Context(), mono, true, ro.noRetry
-	r.ks, r.seq = t.acquire(pol, key, req, key != host) // locked: the first attempt's admission goes on
+	r.ks, r.seq = t.acquire(pol, key, req, host) // locked: the first attempt's admission goes on
 	// One deferred call for the whole request: should the base or user
 	// code on the way panic (events, GetBody, WithCost, a Store), what the
 	// request has on its way is put in order (see tidy), and the key is
@@ -238,12 +239,12 @@ type request struct {
 	ctx    context.Context
 	mono   time.Duration // its start, from the epoch
 	waited time.Duration
-	held   bool                        // it holds a reference to ks (see release)
 	bo     *backoff.ExponentialBackOff // made at the first backoff
 	own    backoff.BackOff             // Retry.NewBackOff's, made at the first retry
 	shown  string                      // the URL as events show it, once an event needs it
 	tk     ticket                      // the attempt's (filled in place: admit, send and judge take its address)
 
+	held    bool // it holds a reference to ks (see release)
 	noRetry bool // the request's NoRetry option
 
 	// What a panic on the way puts in order (see tidy).
@@ -267,7 +268,9 @@ func (r *request) do() (*http.Response, error) {
 			now, mono = r.t.now()
 			r.ks.mu.Lock() // (the first attempt's was taken by acquire)
 		}
-		r.tk = ticket{}
+		if attempt > 1 {
+			r.tk = ticket{} // (the first's is zero: RoundTrip made r so)
+		}
 		tk := &r.tk
 		err := r.t.admit(r.ctx, r.ks, &r.place, attempt, last, now, mono, tk)
 		r.waited += tk.waited
