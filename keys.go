@@ -210,7 +210,7 @@ func (ks *keyState) free(now time.Time, mono time.Duration, cost int) bool {
 		return false
 	}
 	for i := range ks.wins {
-		if ks.wins[i].nextAt(mono, 0, cost, false) > mono {
+		if w := &ks.wins[i]; !w.room(cost) && w.nextAt(mono, 0, cost, false) > mono {
 			return false // (holdsForAnswer too)
 		}
 	}

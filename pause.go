@@ -530,8 +530,16 @@ func (ks *keyState) answered(tk *ticket, units int, response bool, mono, at time
 	if !tk.timed {
 		return // no round trip measured (see answeredAt)
 	}
+	jitter := ks.lat.jitter()
 	ks.lat.observe(at - tk.mono)
 	if ks.lim == nil || ks.pol.Queue > 0 || ks.learned() {
+		return
+	}
+	if ks.tr == nil && ks.lat.jitter() <= jitter {
+		// The reserve grows with the jitter and the pace alone, and a key
+		// never in trouble paces at its Policy's Rate: with no more
+		// jitter than at the answer before, it is no larger than then
+		// (some 25 instructions of an answer timed under a window).
 		return
 	}
 	// The reserve only grows: a key sending at its pace keeps the server's
