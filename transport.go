@@ -487,6 +487,7 @@ func (r *request) judgePlain(tk *ticket, resp *http.Response) {
 	if tk.timed {
 		mono += time.Since(tk.sent)
 	}
+	tk.req = r.req // (see judge)
 	ks := r.ks
 	ks.mu.Lock()
 	if !tk.timed && (ks.tr != nil || len(ks.wins) > 0) {
