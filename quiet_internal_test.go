@@ -204,6 +204,42 @@ func TestAPauseInTheQuietCutsNothing(t *testing.T) {
 	assert.Equal(t, rate.Limit(40), ks.lim.Limit(), "to the fastest that held a whole test, not below half")
 }
 
+// But a pause in the quiet whose refusals came as a run, three or more
+// with none accepted among them, is the quota's, whatever the pace: a
+// window or a log spent refuses everything until it gives back, where
+// noise refuses three in a row about once in a thousand refusals at 3%
+// (regression, TestLearnedModel over 48 seeds, a window of 100 a second
+// behind 3% random 429s: a pace that paused the key at each reset sat
+// over the window in the quiet, 32 429s of the quota a job, 65 at worst;
+// now 29 and 48).
+func TestARunOfRefusalsEndsTheQuiet(t *testing.T) {
+	at := 100 * time.Second
+	for _, c := range []struct {
+		recent uint64 // the last answers, a bit each, set for a refusal (newest lowest)
+		quiet  bool
+	}{
+		{0b111, false},    // three in a row, the newest three
+		{0b1111, false},   // four
+		{0b10101, true},   // three of five, answers accepted among them
+		{0b1100001, true}, // two in a row
+	} {
+		ks := &keyState{pol: &policy{}}
+		ks.lim = rate.NewLimiter(80, learnedBurst)
+		ks.rarely().learn = learner{on: true, edge: true, held: true, mode: modeCruise, lo: 80, hi: 90, tested: 60, low: 80,
+			test: 2 * time.Second, hold: probeHold, step: probeFirst, peakAt: longAgo,
+			bg: 0.03, bgPace: 78, noiseEnd: at + 10*time.Second}
+		ks.ev.recent[0] = c.recent
+		ks.heldLearned(time.Now(), at)
+		if c.quiet {
+			assert.Equal(t, rate.Limit(80), ks.lim.Limit(), "%b: the pace stays", c.recent)
+			assert.Positive(t, ks.learning().bg, "%b: the quiet goes on", c.recent)
+		} else {
+			assert.Equal(t, rate.Limit(60), ks.lim.Limit(), "%b: to the fastest that held a whole test", c.recent)
+			assert.Zero(t, ks.learning().bg, "%b: the quiet is over", c.recent)
+		}
+	}
+}
+
 // A learned pace's trial that goes on past its odds (refusals neither as
 // often as before nor twice as often yet) goes on counting: refusals at
 // 10% after three in its first hundred answers, where 1% came before,
