@@ -327,3 +327,96 @@ func TestQuickAndEarlyCutsAreTried(t *testing.T) {
 		})
 	}
 }
+
+// A learned trial whose answers say "as often as before" finds noise only
+// if the server took less at the cut pace: noise refuses a share of what
+// the key sends, and takes less of a slower pace, where a quota under both
+// paces takes its rate from either (rule 7). Found in session 49: after 5%
+// random 429s stopped, a pace of 111 a second on a bucket of 100, cut to
+// 105.6, was refused as often as before, the cut was taken for noise's,
+// and the pace went back; with the quiet's CUSUM at e^6, 214 of the
+// quota's 429s in a run of TestQuietEndsWhenAPaceFarPastItPauses.
+func TestATrialFindsNoiseOnlyWhereTheServerTookLess(t *testing.T) {
+	at := 100 * time.Second
+	for _, c := range []struct {
+		name   string
+		before int32         // accepted in each of the two whole seconds before the cut
+		since  time.Duration // the cut came this long before
+		noise  bool          // the trial finds noise
+		on     bool          // the trial goes on
+	}{
+		{"less at the cut pace", 97, 2 * time.Second, true, false},
+		{"as much at the cut pace", 92, 2 * time.Second, false, false},
+		{"too soon to tell", 97, time.Second / 2, false, true},
+	} {
+		ks := &keyState{pol: &policy{}}
+		ks.lim = rate.NewLimiter(95, learnedBurst)
+		cutAt := at - c.since
+		l := &ks.rarely().learn
+		*l = learner{on: true, edge: true, mode: modeCruise, lo: 95, hi: 100, tested: 95, low: 95,
+			test: 2 * time.Second, hold: probeHold, step: probeFirst, peakAt: longAgo, setAt: cutAt}
+		for s := cutAt.Truncate(time.Second) - 2*time.Second; s < cutAt.Truncate(time.Second); s += time.Second {
+			for range c.before {
+				l.serve(s)
+			}
+		}
+		l.triRate = l.servedMost(cutAt)
+		require.Equal(t, rate.Limit(c.before), l.triRate, c.name)
+		l.setOK = int32(92 * c.since.Seconds()) // 92 a second since the cut
+		l.tri = trial{adm: 1, at: cutAt, from: 100, base: 0.03, quietUntil: longAgo, endedAt: longAgo, drop: learnDrop,
+			n: 200, k: 6, llr: -0.5}
+		done, proven := ks.tried(time.Now(), at)
+		assert.False(t, proven, c.name)
+		assert.Equal(t, c.noise || c.on, done, "%s: the refusal cuts nothing more", c.name)
+		if c.noise {
+			assert.Equal(t, rate.Limit(100), ks.lim.Limit(), "%s: the pace goes back", c.name)
+			assert.Positive(t, l.bg, "%s: the quiet begins", c.name)
+		} else {
+			assert.Equal(t, rate.Limit(95), ks.lim.Limit(), "%s: the cut stands", c.name)
+			assert.Zero(t, l.bg, "%s: no quiet", c.name)
+		}
+		assert.Equal(t, c.on, l.tri.adm != 0, "%s: the trial goes on", c.name)
+	}
+}
+
+// The quiet after noise was found outlasts a chance cluster: four refusals
+// in twenty come about once in 400 answers at 3%, and at odds of e^3 the
+// CUSUM ended the quiet after about 900 answers on average where 3,000
+// come in its 30 s at 100 a second; the refusal cut, untried, and the pace
+// sank until a trial found noise again (found in session 49: a bucket of
+// 100 a second behind 3% random 429s, its pace cut 93 -> 79 -> 63 by such
+// an end and the refusals after it). Refusals at four times the noise's
+// share still end it within a few hundred answers.
+func TestTheQuietOutlastsAChanceCluster(t *testing.T) {
+	at := 100 * time.Second
+	ks := &keyState{pol: &policy{}}
+	ks.lim = rate.NewLimiter(100, learnedBurst)
+	l := &ks.rarely().learn
+	*l = learner{on: true, edge: true, mode: modeCruise, lo: 100, hi: 110, tested: 100, low: 100,
+		test: 2 * time.Second, hold: probeHold, step: probeFirst, peakAt: longAgo,
+		bg: 0.03, bgPace: 100, noiseAt: at - time.Second, noiseEnd: at + 29*time.Second}
+	answer := func(refused bool) (done bool) {
+		ks.admitted++
+		at += 10 * time.Millisecond
+		if refused {
+			done, _ = ks.tried(time.Now(), at)
+			return done
+		}
+		l.accept(&ticket{adm: ks.admitted})
+		return true
+	}
+	for i := range 20 { // four in twenty
+		require.True(t, answer(i%5 == 0), "answer %d: swallowed", i)
+	}
+	assert.Positive(t, l.bg, "the quiet goes on")
+	ended := -1
+	for i := range 400 { // one in eight
+		if !answer(i%8 == 7) {
+			ended = i
+			break
+		}
+	}
+	assert.Zero(t, l.bg, "the quiet is over")
+	assert.Positive(t, ended, "ended by a refusal")
+	t.Logf("ended after %d answers at one in eight", ended+1)
+}
