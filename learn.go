@@ -192,19 +192,11 @@ import (
 //     fifth, as often as before, or twice as often. As often as before,
 //     and that likelier than twice as often (the test stops at a
 //     refusal, so the share it saw runs high: it is not noise until the
-//     answers after it say so), they are noise, if the server took less
-//     since the cut, over a second at least, than in the busier of the
-//     two whole seconds before it, by half the cut or more (see tookAsMuch: noise
-//     refuses a share of what the key sends and takes less of a slower
-//     pace; a quota under both paces takes its rate from either, and
-//     refuses a share of each that the test of shares takes for noise's;
-//     taking as much, the cut stands and the refusal cuts again): the pace, the slowest
+//     answers after it say so), they are noise: the pace, the slowest
 //     refused, the probe's step and its time go back to where they were
 //     before the cut, and for 30 seconds refusals cut nothing unless they come three
-//     times as often as the trial saw them (a CUSUM test at odds of e^6, in any mode; the
-//     cut they then make is not tried; at e^3, a chance cluster ended the
-//     quiet after about 900 answers on average at 3%, within 10 s at 100 a
-//     second, and the pace sank until a trial found noise again); while the test leans that way (above
+//     times as often as the trial saw them (a CUSUM test, in any mode; the
+//     cut they then make is not tried); while the test leans that way (above
 //     zero), the probes wait: another client's refusals, taken for noise,
 //     let the key climb into its share. The quiet is for the pace the noise
 //     was found at: refusals that pause the key (rule 4) after the probes
@@ -332,7 +324,6 @@ const (
 	learnMore   = 3             // quiet ends when refusals come this many times as often as the noise
 	noiseMost   = 0.07          // refusals more often than this so far, or lately (recent), are not tried (rules 3 and 6 answer them)
 	bgMost      = 0.25          // the noise's share the CUSUM takes, at most
-	quietOdds   = 6.0           // the CUSUM ends the quiet at these odds (e^6, 400 to 1)
 
 	learnedBurst = 2 // a learned pace's tokens: a waiter that wakes late (a busy machine) does not lose the time
 
@@ -428,8 +419,6 @@ type learner struct {
 	gapI    uint32            // gaps recorded
 	gapRun  int32             // answers counted since the last cruising refusal
 	bgPace  rate.Limit        // the pace bg was found at
-	triRate rate.Limit        // rule 7: the rate the server accepted at the pace the trial's cut began from (0: not measured)
-	setOK   int32             // answers accepted since the pace was last set
 	noiseAt time.Duration     // rules 6 and 7: refusals were last found to be noise then (0: never)
 
 	served   [servedRing]int32 // rule 8: the answers accepted in each of the last seconds from the epoch, a ring
@@ -926,7 +915,6 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 		l.risen = !steady
 	}
 	m, ok := l.measured(at)
-	took := l.servedMost(at)
 	quick := l.edge && l.accepted < minCount
 	switch {
 	case quick:
@@ -1021,7 +1009,7 @@ func (ks *keyState) relearn(now time.Time, at time.Duration, p rate.Limit, wait 
 		if (!quick || l.noiseAt != 0) && !proven && l.cruiseN >= learnBefore && l.cruiseK >= trialAfter && base <= noiseMost {
 			// Rule 7: a sparse refusal's cut is tried.
 			l.tri = trial{adm: ks.admitted, at: at, from: p, base: base, quietUntil: longAgo, endedAt: longAgo, drop: learnDrop}
-			l.triHi, l.triStep, l.triNext, l.refPace, l.refRun, l.triRate = hi, step, next, 0, 0, took
+			l.triHi, l.triStep, l.triNext, l.refPace, l.refRun = hi, step, next, 0, 0
 		}
 	}
 }
@@ -1088,12 +1076,9 @@ func (ks *keyState) tried(now time.Time, at time.Duration) (done, proven bool) {
 		}
 		// Quiet after refusals found noise: they cut nothing, unless they
 		// come more often than the noise did (a CUSUM test of bg against
-		// learnMore times bg, at odds of e^6: at e^3, the quiet ended by
-		// chance after about 900 answers on average at 3%, where 3,000
-		// come in 30 s at 100 a second, and the refusal's cut, untried,
-		// sank the pace until a trial found noise again).
+		// learnMore times bg).
 		l.cusum += math.Log(learnMore)
-		if l.cusum < quietOdds {
+		if l.cusum < trialOdds {
 			l.cut, l.since, l.accepted = ks.admitted, at, 0
 			return true, false
 		}
@@ -1106,65 +1091,9 @@ func (ks *keyState) tried(now time.Time, at time.Duration) (done, proven bool) {
 		t.adm = 0
 		return false, false
 	case t.llr <= -learnOdds && t.asBefore():
-		switch {
-		case l.triRate > 0 && at-l.setAt < time.Second:
-			// Not yet: the rate the server takes at the cut pace is
-			// not told (see tookAsMuch).
-		case ks.tookAsMuch(at):
-			t.adm = 0
-			return false, false
-		default:
-			ks.noiseFound(now, at)
-		}
+		ks.noiseFound(now, at)
 	}
 	return true, false
-}
-
-// tookSinceSet is the rate the server accepted since the learned pace was
-// last set, at at: 0 when counted over less than a second or fewer than
-// minCount answers.
-func (l *learner) tookSinceSet(at time.Duration) rate.Limit {
-	if d := at - l.setAt; d >= time.Second && l.setOK >= minCount {
-		return rate.Limit(float64(l.setOK) / d.Seconds())
-	}
-	return 0
-}
-
-// servedMost is the most answers the server accepted in one of the
-// learnedSecs whole seconds before at's (see serve), 0 if fewer than
-// minCount.
-func (l *learner) servedMost(at time.Duration) rate.Limit {
-	sec := int64(at / time.Second)
-	most := int32(0)
-	for s := max(sec-learnedSecs, 0); s < sec; s++ {
-		if s <= l.servedAt && s > l.servedAt-servedRing {
-			most = max(most, l.served[s%servedRing])
-		}
-	}
-	if most < minCount {
-		return 0
-	}
-	return rate.Limit(most)
-}
-
-// learnedSecs is how many whole seconds before a cut tell what the server
-// took before it (see servedMost).
-const learnedSecs = 2
-
-// tookAsMuch reports whether the server accepted as much since the cut on
-// trial as before it, at at: at least the most it took in a whole second
-// at the pace cut from (servedMost), less half the cut. Noise refuses a share of what the key sends,
-// and takes less of a slower pace; a quota under both paces takes its
-// rate from either, and refuses a share of each that the trial's test of
-// shares may take for noise's (rule 7).
-func (ks *keyState) tookAsMuch(at time.Duration) bool {
-	l := ks.learning()
-	before, after := l.triRate, l.tookSinceSet(at)
-	if before == 0 || after == 0 || l.tri.from <= 0 {
-		return false
-	}
-	cut := 1 - float64(ks.lim.Limit())/float64(l.tri.from)
-	return float64(after) >= float64(before)*(1-cut/2)
 }
 
 // noiseFound ends the trial of a learned pace's cut, at now (at from the
@@ -1387,7 +1316,7 @@ func (ks *keyState) setLearned(now time.Time, at time.Duration, r rate.Limit, cu
 	}
 	ks.troubled().adapt.adjusted = at
 	l := ks.learning()
-	l.setAt, l.refused, l.capped, l.setOK = at, false, false, 0
+	l.setAt, l.refused, l.capped = at, false, false
 	l.reachAt, l.reachAdm = at, ks.admitted
 }
 
@@ -1401,7 +1330,6 @@ func (ks *keyState) setLearned(now time.Time, at time.Duration, r rate.Limit, cu
 func (ks *keyState) climbLearned(now time.Time, at time.Duration) {
 	l := ks.learning()
 	l.serve(at)
-	l.setOK = min(l.setOK+1, math.MaxInt32-1)
 	p := ks.lim.Limit()
 	idle := at-l.lastOK > max(l.test, time.Duration(2*float64(time.Second)/float64(p)))
 	l.lastOK = at
@@ -1422,7 +1350,7 @@ func (ks *keyState) climbLearned(now time.Time, at time.Duration) {
 		// (regression: at 12 a second, 4 s were 48 answers, too few to
 		// tell; behind 3% random 429s a learned pace sank to 3 a second,
 		// 33x the ideal).
-		if t.llr < 0 && t.asBefore() && !ks.tookAsMuch(at) {
+		if t.llr < 0 && t.asBefore() {
 			ks.noiseFound(now, at)
 		} else {
 			t.adm = 0
