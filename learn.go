@@ -201,9 +201,11 @@ import (
 //     let the key climb into its share. The quiet is for the pace the noise
 //     was found at: refusals that pause the key (rule 4) after the probes
 //     took it more than a sixteenth past that pace end it, and so do those
-//     that came as a run, three or more with none accepted among them (a
-//     window or a log spent refuses all until it gives back; noise
-//     refuses three in a row about once in a thousand refusals at 3%);
+//     that came as a run, three or more with none accepted among them, but
+//     to a bucket, where such a run is a gateway's blip (rule 9) unless
+//     runs are the quota's there (a window or a log spent refuses all
+//     until it gives back; noise refuses three in a row about once in a
+//     thousand refusals at 3%);
 //     another pause of a pace nearer it cuts nothing. Twice as often as before (at the same
 //     odds, see oftener), they are the pace's: it is cut again. A count
 //     of them is not: three or more in the trial's answers, a twentieth
@@ -1185,7 +1187,7 @@ func (ks *keyState) heldLearned(now time.Time, at time.Duration) {
 	}
 	ks.notePeak(at)
 	l.tri.adm = 0 // the pace before the pause is not the one to go back to (found in review)
-	if l.bg > 0 && (ks.lim.Limit() > l.bgPace*(1+bisectTol) || bits.TrailingZeros64(^ks.ev.recent[0]) >= learnedBlip) {
+	if l.bg > 0 && (ks.lim.Limit() > l.bgPace*(1+bisectTol) || (!l.bucket || l.noBlips) && bits.TrailingZeros64(^ks.ev.recent[0]) >= learnedBlip) {
 		// Refusals dense enough to pause the key, to a pace that rose
 		// more than a sixteenth past where the noise was found, are the
 		// pace's: the quiet is over. Found in review, each refusal
@@ -1193,11 +1195,13 @@ func (ks *keyState) heldLearned(now time.Time, at time.Duration) {
 		// that stopped left the quiet on while the pace doubled to 1.8x
 		// the quota (159 429s in a run); a quota that fell under a
 		// probe's pace drew 6 429s a second for 20 s. So are refusals
-		// in a run, none accepted among them, at any pace: a window's
-		// count spent, not noise (regression: a window of 100 a second
+		// in a run, none accepted among them, at any pace, but to a
+		// bucket (rule 9: a gateway's blip, unless runs came back
+		// within blipQuiet): a window's count spent, not noise
+		// (regression: a window of 100 a second
 		// behind 3% random 429s, its pace paused at each reset and sat
 		// over the window in the quiet; TestLearnedModel over 48 seeds,
-		// 32 429s of the quota a job, 65 at worst, now 29 and 48).
+		// 32.0 429s of the quota a job, now 29.9).
 		l.bg, l.cusum, l.noiseEnd = 0, 0, 0
 	}
 	if l.bg > 0 && at < l.noiseEnd {
