@@ -200,13 +200,13 @@ import (
 //     zero), the probes wait: another client's refusals, taken for noise,
 //     let the key climb into its share. The quiet is for the pace the noise
 //     was found at: refusals that pause the key (rule 4) after the probes
-//     took it more than a sixteenth past that pace end it, and so do those
-//     that came as a run, three or more with none accepted among them, but
-//     to a bucket, where such a run is a gateway's blip (rule 9) unless
-//     runs are the quota's there (a window or a log spent refuses all
-//     until it gives back; noise refuses three in a row about once in a
-//     thousand refusals at 3%);
-//     another pause of a pace nearer it cuts nothing. Twice as often as before (at the same
+//     took it more than a sixteenth past that pace end it, and so do
+//     refusals that came as a run, three or more with none accepted among
+//     them (a window or a log spent refuses all until it gives back;
+//     noise refuses three in a row about once in a thousand refusals at
+//     3%), but to a bucket, where such a run is a gateway's blip (rule 9)
+//     unless runs are the quota's there; another pause of a pace nearer
+//     it cuts nothing. Twice as often as before (at the same
 //     odds, see oftener), they are the pace's: it is cut again. A count
 //     of them is not: three or more in the trial's answers, a twentieth
 //     of them or more, once ended it as dense, but the third of a share
@@ -1195,13 +1195,13 @@ func (ks *keyState) heldLearned(now time.Time, at time.Duration) {
 		// that stopped left the quiet on while the pace doubled to 1.8x
 		// the quota (159 429s in a run); a quota that fell under a
 		// probe's pace drew 6 429s a second for 20 s. So are refusals
-		// in a run, none accepted among them, at any pace, but to a
-		// bucket (rule 9: a gateway's blip, unless runs came back
-		// within blipQuiet): a window's count spent, not noise
-		// (regression: a window of 100 a second
+		// in a run, none accepted among them, at any pace: a window's
+		// count spent, not noise (regression: a window of 100 a second
 		// behind 3% random 429s, its pace paused at each reset and sat
 		// over the window in the quiet; TestLearnedModel over 48 seeds,
-		// 32.0 429s of the quota a job, now 29.9).
+		// 32.0 429s of the quota a job, now 29.9); but not to a bucket,
+		// where a run is a gateway's blip (rule 9), unless runs came
+		// back within blipQuiet (noBlips).
 		l.bg, l.cusum, l.noiseEnd = 0, 0, 0
 	}
 	if l.bg > 0 && at < l.noiseEnd {

@@ -205,15 +205,16 @@ func TestAPauseInTheQuietCutsNothing(t *testing.T) {
 }
 
 // But a pause in the quiet whose refusals came as a run, three or more
-// with none accepted among them, is the quota's, whatever the pace, but
-// to a bucket, where it is a gateway's blip (rule 9; found in review,
-// session 49: behind 3% random 429s and a 50 ms blip every 4 s, each blip
-// ended the quiet and cut a bucket's pace to the fastest that held a
-// test: 2.23x the ideal on average over 8 seeds where 2.16x was): a window or a log spent refuses everything until it gives back, where
+// with none accepted among them, is the quota's, whatever the pace: a
+// window or a log spent refuses everything until it gives back, where
 // noise refuses three in a row about once in a thousand refusals at 3%
 // (regression, TestLearnedModel over 48 seeds, a window of 100 a second
 // behind 3% random 429s: a pace that paused the key at each reset sat
 // over the window in the quiet, 32.0 429s of the quota a job; now 29.9).
+// Not to a bucket, where such a run is a gateway's blip (rule 9; found in
+// review, session 49: behind 3% random 429s and a 50 ms blip every 4 s,
+// each blip ended the quiet and cut a bucket's pace to the fastest that
+// held a test, 2.23x the ideal over 8 seeds where 2.16x was).
 func TestARunOfRefusalsEndsTheQuiet(t *testing.T) {
 	at := 100 * time.Second
 	for _, c := range []struct {
