@@ -173,11 +173,10 @@ func TestLearnedModel(t *testing.T) {
 
 // TestQuietModel runs the two scenarios of the quiet after noise that
 // TestQuietEndsWhenAPaceFarPastItPauses and
-// TestQuietEndsWhenAProbePausesTheKey check on 8 and 32 seeds over seeds
-// 0 to N-1, and prints, for each, the mean and the worst of the quota's
-// 429s after the change and how many seeds drew more than 20 (the first
-// test's bound for each seed). It runs only when asked, for it measures
-// rather than checks:
+// TestQuietEndsWhenAProbePausesTheKey check on 96 seeds over seeds 0 to
+// N-1, and prints, for each, the mean and the worst of the quota's 429s
+// after the change and how many seeds drew more than 20. It runs only when
+// asked, for it measures rather than checks:
 //
 //	THROTTLE_QUIET_MODEL=96 go test -count=1 -run TestQuietModel -v . | grep ^quiet
 //
@@ -187,8 +186,9 @@ func TestLearnedModel(t *testing.T) {
 // pace hold through more of its refusals against the cost of holding a
 // pace over a quota that noise hides: at commit 4faddb5, 96 seeds, "stop"
 // drew 9.9 429s after the noise stopped on average, 72 at worst, 6 seeds
-// over 20 (the 8 that the test checks are not among them), and "fall" 12.7
-// after the fall, 67 at worst, 10 over 20. 96 seeds take about 15 s.
+// over 20 (none of seeds 0-7, which its test checked one by one until
+// then), and "fall" 12.7 after the fall, 67 at worst, 10 over 20. 96 seeds
+// take about 15 s.
 func TestQuietModel(t *testing.T) {
 	seeds, _ := strconv.Atoi(os.Getenv("THROTTLE_QUIET_MODEL"))
 	if seeds <= 0 {
