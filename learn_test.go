@@ -1666,3 +1666,45 @@ func TestAGatewaysBlipsDoNotCutALearnedBucket(t *testing.T) {
 		}
 	}
 }
+
+// A lone refusal of a bucket's first guess, before the growth's first step,
+// does not stop the growth either: the guess is what the bucket's depth let
+// through over the first pause, a lower bound. Here the first burst
+// overruns a bucket of 100 a second, 5 deep, the first peek is taken (a
+// bucket), and a gateway refuses the first request after it at random:
+// held until 16 answers clear it, the pace grows and finds the bucket's
+// rate (regression: it cruised at 0.95 of the guess, 37 a second, for 7 s,
+// and a job of 1,000 took 1.47x the ideal; 1.07x now).
+func TestALoneRefusalDoesNotStopABucketsFirstGuess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{
+			{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}}}, 3))
+		start := time.Now()
+		var mu sync.Mutex
+		var after, gateway int
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			if time.Since(start) > 100*time.Millisecond {
+				after++ // the first is the first pause's peek, 1/8 s after the first refusal
+			}
+			refuse := after == 2 // the first at the guess
+			if refuse {
+				gateway++
+			}
+			mu.Unlock()
+			if refuse {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return api.RoundTrip(r)
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		took := jobOf(t, rt, 1000, 16, "a")
+		require.Equal(t, 1, gateway, "the gateway refused once")
+		ideal := (1000 - 5) / 100.0
+		t.Logf("took %v, %.2fx the ideal", took, took.Seconds()/ideal)
+		assert.Less(t, took.Seconds()/ideal, 1.25, "the growth went on past the lone refusal")
+		st := rt.Stats().Keys["api.test"]
+		assert.Greater(t, float64(st.Rate), 80.0, "the pace found the bucket's rate")
+	})
+}
