@@ -1438,8 +1438,9 @@ func noiseThen(t *testing.T, seed int64, share float64, at time.Duration, first,
 // which tried noise up to 5%. The test held each of seeds 0-7 to 20 until
 // session 50, which found (TestQuietModel) that 6 seeds of 96 drew more at
 // commit 4faddb5 (the worst 72: a trial that takes a pace over the quota
-// for noise, both refused alike, note 49), none of those 8, and that any
-// change to the learned pace moved one of them over by chance. It holds
+// for noise, the pace and its cut refused alike), none of those 8, and
+// that any change to the learned pace moved one of them over by chance.
+// It holds
 // the 96 now: 9.9 on average and 6 over 20 at commit 4faddb5; the bug
 // above, one seed in eight at 159, would show about 25 and 12.
 func TestQuietEndsWhenAPaceFarPastItPauses(t *testing.T) {
@@ -1671,10 +1672,10 @@ func TestAGatewaysBlipsDoNotCutALearnedBucket(t *testing.T) {
 // does not stop the growth either: the guess is what the bucket's depth let
 // through over the first pause, a lower bound. Here the first burst
 // overruns a bucket of 100 a second, 5 deep, the first peek is taken (a
-// bucket), and a gateway refuses the first request after it at random:
-// held until 16 answers clear it, the pace grows and finds the bucket's
-// rate (regression: it cruised at 0.95 of the guess, 37 a second, for 7 s,
-// and a job of 1,000 took 1.47x the ideal; 1.07x now).
+// bucket), and a gateway refuses the first request after it, as a random
+// 429 would: held until 16 answers clear it, the pace grows and finds the
+// bucket's rate (regression: it cruised at 0.95 of the guess, 37 a second,
+// for 7 s, and a job of 1,000 took 1.47x the ideal; 1.07x now).
 func TestALoneRefusalDoesNotStopABucketsFirstGuess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := throttletest.NewAPI(nearby(throttletest.Config{Limits: []throttletest.Limit{
