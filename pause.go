@@ -121,9 +121,18 @@ func readHint(resp *http.Response, failed bool, now *instant) hint {
 		}
 		h.signal = signalQuota
 	}
-	if !h.hasWait && ok && q.HasReset {
+	if !h.hasWait && ok && q.HasReset && (!q.HasRemaining || q.Remaining == 0) {
 		// A reset of a second or more is taken to be stated in whole
-		// seconds, as most are (its form is not kept).
+		// seconds, as most are (its form is not kept). Not when the
+		// headers say requests remain: a limit they do not describe
+		// refused (a secondary or concurrency limit, a gateway), and
+		// their reset, an hour away, is no wait the server asked for
+		// (GitHub says to wait for x-ratelimit-reset only when
+		// x-ratelimit-remaining is 0). The refusal states none, and is
+		// taken to ask for a second (found in review: one such 429, 4,000
+		// of 5,000 remaining and a reset in 50 minutes, paused the key
+		// that long, and every request after it failed at once, the
+		// pause past MaxRetryAfter).
 		h.wait, h.hasWait, h.whole = q.Reset, true, q.Reset >= time.Second
 		h.source = "X-RateLimit-Reset"
 		if q.Policy != "" {

@@ -651,6 +651,44 @@ func TestHeadersOfAnotherQuotaDoNotHideTheRefusals(t *testing.T) {
 	}
 }
 
+// A 429 without Retry-After whose quota headers say plenty remains (4,000
+// of 5,000, a reset 50 minutes away) came from a limit they do not describe
+// (a secondary or concurrency limit, a gateway): their reset is no wait the
+// server asked for. The refused request is retried a second later, as one
+// that states no wait, and the key goes on (a pace learned from the
+// refusal, the headers still holding back what they count). Regression, found in review:
+// the reset was taken for the wait, the key paused 50 minutes, and every
+// request after it failed at once (the pause past MaxRetryAfter).
+func TestARefusalWithRoomLeftIsNoWaitForTheReset(t *testing.T) {
+	for name, kv := range map[string][]string{
+		"x-ratelimit": {"X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4000", "X-RateLimit-Reset", "3000"},
+		"ietf":        {"RateLimit", `"hour";r=4000;t=3000`, "RateLimit-Policy", `"hour";q=5000;w=3600`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var sent []time.Duration
+				start := time.Now()
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					sent = append(sent, time.Since(start))
+					if len(sent) == 3 {
+						return reply(r, http.StatusTooManyRequests, kv...), nil
+					}
+					return reply(r, http.StatusOK, kv...), nil
+				}))
+				defer rt.Close()
+				for range 4 {
+					require.NoError(t, do(t, rt, "http://api.test/"))
+				}
+				// The third refused, retried a second later; the fourth
+				// soon after (at the pace the key learns from the refusal:
+				// two accepted over the second).
+				assert.Equal(t, []time.Duration{0, 0, 0, time.Second}, sent[:4])
+				assert.Less(t, time.Since(start), 2*time.Second)
+			})
+		})
+	}
+}
+
 // A quota that halves mid-run: the key follows what the headers show,
 // with few refusals (issue 9: a quota that changes).
 func TestQuotaThatHalvesMidRun(t *testing.T) {
