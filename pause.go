@@ -184,7 +184,15 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 			ks.tr.adapt.run.answered(tk.adm)
 		}
 	}
-	if h.hasQ && h.quota.HasRemaining && (ok || ks.mirror() != nil) {
+	stored := resp != nil && storedAnswer(resp.Header)
+	if stored {
+		// A cache's stored answer: the server never saw the request, and
+		// the count its headers carry is the one it sent when the answer
+		// was stored, no news of the quota now (found in review: one
+		// stored when a window was spent, Remaining 0 and a reset of 50
+		// s, ten minutes old, held a key 50 s where the server's window
+		// held 95 of 100).
+	} else if h.hasQ && h.quota.HasRemaining && (ok || ks.mirror() != nil) {
 		// The mirror begins with a reading on an answer the server
 		// accepted: a server that sends its headers on refusals only
 		// says nothing of what it gives back, only that nothing remains,
@@ -195,11 +203,9 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		for m := range ks.mirrors() {
 			m.unread(at, tk.adm, units) // a 5xx the server may have counted
 		}
-	} else if ok && h.read && len(resp.Header["Age"]) == 0 {
+	} else if ok && h.read {
 		// Accepted without a reading, from a server that sends them: it
-		// may have counted it (see toldbare.go). Not a cache's stored
-		// answer, which its Age field marks (RFC 9111, Section 5.1): the
-		// server never saw that request.
+		// may have counted it (see toldbare.go).
 		for m := range ks.mirrors() {
 			m.bareAnswer(tk.adm, tk.mono, units, tk.endpoint(), ks.outUnits)
 		}

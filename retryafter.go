@@ -196,7 +196,7 @@ const (
 	clockSlack = time.Second / 4
 	// maxSkew is the most the server's clock is taken to differ by: a Date
 	// further off is taken for a broken one (or a cache's: with an Age
-	// field it is not read at all), and the client's clock is used.
+	// over 0 it is not read at all), and the client's clock is used.
 	maxSkew = time.Hour
 )
 
@@ -215,7 +215,7 @@ func (c *instant) server() time.Time {
 	}
 	c.read, c.srv = true, c.now
 	v := c.h["Date"]
-	if len(v) == 0 || len(c.h["Age"]) > 0 {
+	if len(v) == 0 || storedAnswer(c.h) {
 		return c.srv
 	}
 	date, err := http.ParseTime(strings.Trim(v[0], " \t"))

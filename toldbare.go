@@ -2,6 +2,8 @@ package throttle
 
 import (
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -50,12 +52,28 @@ import (
 //     which sends the headers, the count holds the key to the reset, as a
 //     reading would have.
 
-// A cache's stored answer, which its Age field marks (RFC 9111, Section
-// 5.1), is no such answer: the server never saw the request (learn leaves
-// it out). Nor is a 5xx, which the server may have counted, and which is
+// A cache's stored answer, which its Age field marks (see storedAnswer),
+// is no such answer: the server never saw the request (learn leaves it
+// out, and the count its headers carry too). Nor is a 5xx, which the server may have counted, and which is
 // taken as counted (see unread). A bucket takes ours as they are sent,
 // whatever their answers (see bucket), and a log counts ours from its own
 // count of them (see exact): neither keeps these.
+
+// storedAnswer reports whether an answer with header h is a cache's stored
+// answer, as its Age field marks one (RFC 9111, Section 5.1): an Age of 0
+// is a cache's miss, the server's answer just now (Varnish and Fastly add
+// one to every answer); any other value, or one that is not a number, was
+// put there by a cache that kept the answer. Of several, the first counts
+// (Section 5.1).
+func storedAnswer(h http.Header) bool {
+	v := h["Age"]
+	if len(v) == 0 {
+		return false
+	}
+	first, _, _ := strings.Cut(v[0], ",")
+	n, err := strconv.ParseUint(strings.TrimSpace(first), 10, 64)
+	return err != nil || n > 0
+}
 
 // endpoint is a request's method and URL path: answers without a reading
 // from the endpoint whose answers carry readings are counted by the quota

@@ -3,6 +3,7 @@ package throttle_test
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -85,6 +86,48 @@ func TestACachesAnswerIsNotTakenFromWhatRemained(t *testing.T) {
 		assert.Equal(t, 5*time.Millisecond, sent[4], "none waits")
 		assert.Equal(t, 2, rt.Stats().Keys["api.test"].Remaining, "what the server said")
 	})
+}
+
+// Nor is the count a cache's stored answer carries a reading: it is the
+// one the server sent when the answer was stored. One stored ten minutes
+// ago (Age 600), when the window was spent (Remaining 0, a reset of 50 s),
+// holds nothing: the server's window holds 94 of 100 now. An Age of 0 is a
+// cache's miss (Varnish and Fastly add one to every answer): the server's
+// answer, whose spent count holds the key until its reset. Regression,
+// found in review: the stored reading held the key 50 s.
+func TestACachesStoredCountIsNoReading(t *testing.T) {
+	for _, age := range []string{"600", "0"} {
+		t.Run("age-"+age, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				used := 0
+				start := time.Now()
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					time.Sleep(time.Millisecond)
+					if r.URL.Path == "/cached" {
+						return reply(r, http.StatusOK, "Age", age,
+							"X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "50"), nil
+					}
+					used++
+					reset := 3600 - int(time.Since(start)/time.Second)
+					return reply(r, http.StatusOK, "X-RateLimit-Limit", "100", "X-RateLimit-Remaining", strconv.Itoa(100-used),
+						"X-RateLimit-Reset", strconv.Itoa(reset)), nil
+				}))
+				defer rt.Close()
+				for range 5 {
+					require.NoError(t, do(t, rt, "http://api.test/live"))
+				}
+				require.NoError(t, do(t, rt, "http://api.test/cached"))
+				before := time.Now()
+				require.NoError(t, do(t, rt, "http://api.test/live"))
+				if age == "0" {
+					assert.GreaterOrEqual(t, time.Since(before), 50*time.Second, "the server's spent count holds the key")
+					return
+				}
+				assert.Less(t, time.Since(before), time.Second, "none waits")
+				assert.Equal(t, 94, rt.Stats().Keys["api.test"].Remaining, "what the server said last")
+			})
+		})
+	}
 }
 
 // endpoints is a host of two endpoints under one key: /login behind a
