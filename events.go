@@ -248,7 +248,7 @@ func (r *request) admitted(attempt int, tk *ticket) {
 	done := false
 	defer func() {
 		if !done {
-			r.t.unsend(r.ks, tk)
+			r.t.unsend(r.ks, tk, false)
 			ks := r.ks
 			ks.mu.Lock()
 			ks.stats.Attempts-- // never sent (found in review: it was counted)

@@ -514,6 +514,29 @@ func TestPanickingKeyFunctionClosesTheBody(t *testing.T) {
 	assert.Empty(t, rt.Stats().Keys)
 }
 
+// A request refused at once (its context already ended) has its body
+// closed once, though the events function panics on its EventRefused
+// (regression, found in review: RoundTrip's clean-up after the panic closed
+// it a second time).
+func TestPanickingRefusedEventClosesTheBodyOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) { return reply(r, http.StatusOK), nil }),
+			throttle.WithEvents(func(e throttle.Event) {
+				if e.Kind == throttle.EventRefused {
+					panic("user code")
+				}
+			}))
+		defer rt.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		body := &closeCounter{Reader: strings.NewReader("x")}
+		req := newReq(t, ctx, http.MethodPut, "http://r.test/")
+		req.Body = body
+		assert.PanicsWithValue(t, "user code", func() { _, _ = rt.RoundTrip(req) })
+		assert.Equal(t, 1, body.closed, "closed once")
+	})
+}
+
 type closeCounter struct {
 	io.Reader
 	closed int
@@ -631,6 +654,30 @@ func TestPanickingWaitedEventGivesBackItsToken(t *testing.T) {
 		st := rt.Stats().Keys["k.test"]
 		assert.EqualValues(t, 2, st.Attempts)
 		assert.EqualValues(t, 2, st.Units, "units charged: only the attempts sent")
+	})
+}
+
+// And its window entry: the next request goes at the turn the panicking one
+// had, 1 s, under a window of 1 a second (regression, found in review: the
+// entry counted in the window from the panic, as one sent, and the next
+// request went at 2 s).
+func TestPanickingWaitedEventGivesBackItsWindowEntry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		var panicky atomic.Bool
+		rt := throttle.New(rec, throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 1, Per: time.Second}}}),
+			throttle.WithEvents(func(e throttle.Event) {
+				if e.Kind == throttle.EventWaited && panicky.Load() {
+					panic("user code")
+				}
+			}))
+		defer rt.Close()
+		require.NoError(t, do(t, rt, "http://w.test/")) // at 0: the window is spent until 1 s
+		panicky.Store(true)
+		assert.Panics(t, func() { _ = do(t, rt, "http://w.test/") }) // admitted at 1 s, never sent
+		panicky.Store(false)
+		require.NoError(t, do(t, rt, "http://w.test/"))
+		assert.Equal(t, []time.Duration{0, time.Second}, rec.times(), "the window entry of the attempt never sent is the next one's")
 	})
 }
 

@@ -195,7 +195,7 @@ func (r *request) tidy(p any) {
 		return
 	}
 	if r.onWire {
-		r.t.unsend(r.ks, &r.tk)
+		r.t.unsend(r.ks, &r.tk, true)
 	}
 	if r.inHand != nil && r.inHand.Body != nil {
 		r.inHand.Body.Close()
@@ -276,6 +276,7 @@ func (r *request) do() (*http.Response, error) {
 		r.waited += tk.waited
 		if err != nil {
 			closeBody(send)
+			r.unsent = nil // closed: a panicking events function must not close it again (see tidy)
 			if now, _ = r.t.now(); kept != nil && (endsRetrying(err) || errors.Is(err, ErrMaxElapsed) && now.Before(last)) {
 				// A retry refused at once, its turn known to come too
 				// late (a pause another request began, past the
@@ -602,11 +603,16 @@ func (r *request) send(req *http.Request) (*http.Response, error) {
 // attempt tk and its answer (the base's, or an events function's before the
 // attempt went): the attempt ends as one with no answer, which gives back
 // its place on the wire (a window's entry, the count of those sending), and
-// its in-flight slot.
-func (t *Transport) unsend(ks *keyState, tk *ticket) {
+// its in-flight slot. One the base had (sent) may have reached the server,
+// and counts in its windows from now, as any attempt with no answer does;
+// one never sent counts nothing there (found in review: an EventWaited that
+// panicked left its attempt counted in a window of 1 a second, and the next
+// request went a whole window after the turn the attempt had).
+func (t *Transport) unsend(ks *keyState, tk *ticket, sent bool) {
 	now := time.Now()
+	h := hint{figured: !sent} // never sent: figure 0, its entries count no units
 	ks.mu.Lock()
-	t.learn(&lesson{}, ks, tk, nil, &hint{}, 0, now, t.since(now))
+	t.learn(&lesson{}, ks, tk, nil, &h, 0, now, t.since(now))
 	if tk.slot {
 		ks.slots--
 	}
