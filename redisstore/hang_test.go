@@ -153,8 +153,53 @@ func TestShortDeadlinesGoAlone(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := closed.Reserve(ctx, "short", p, 1, 100*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("FailClosed: %v, want the caller's deadline", err)
+	start := time.Now()
+	_, err := closed.Reserve(ctx, "short", p, 1, 100*time.Millisecond)
+	if took := time.Since(start); !errors.Is(err, throttle.ErrStoreUnavailable) || took > 90*time.Millisecond {
+		t.Errorf("FailClosed: %v after %v, want ErrStoreUnavailable before the caller's deadline", err, took)
+	}
+}
+
+// TestAHangingRedisFailsFailClosedRequestsAtOnce: under FailClosed, while
+// Redis hangs, requests whose deadlines are shorter than the Store's
+// timeout fail with ErrStoreUnavailable, and once one found Redis hanging
+// the next ones fail at once, as FailOpen's go alone at once (regression,
+// found in review: each waited out its whole deadline, 100 ms, and failed
+// with it, never with ErrStoreUnavailable, and Redis was never taken for
+// away).
+func TestAHangingRedisFailsFailClosedRequestsAtOnce(t *testing.T) {
+	srv := startServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	tr := throttle.New(okBase(), throttle.WithStore(redisstore.New(c, redisstore.FailClosed())), // the default timeout, 200 ms
+		throttle.WithPolicy(throttle.Policy{Rate: 1000, Burst: 100}))
+	t.Cleanup(func() { _ = tr.Close() })
+	send := func() (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://api.test/", nil)
+		start := time.Now()
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		return time.Since(start), err
+	}
+	if _, err := send(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.cmd.Process.Signal(syscall.SIGCONT) })
+	for i := range 6 {
+		took, err := send()
+		if !errors.Is(err, throttle.ErrStoreUnavailable) {
+			t.Errorf("request %d: %v after %v, want ErrStoreUnavailable", i, err, took)
+		}
+		if i > 0 && took > 50*time.Millisecond {
+			t.Errorf("request %d took %v: Redis was known to hang", i, took) // the first may wait for it
+		}
 	}
 }
 

@@ -95,7 +95,8 @@ func (s *Store) Reserve(ctx context.Context, key string, p throttle.Policy, n in
 	if bound > 0 && err != nil && call.Err() != nil && ctx.Err() == nil {
 		// No answer within what the caller can wait, less what its
 		// request needs: it books alone rather than fail (FailOpen's
-		// promise; found in review: callers whose deadlines were
+		// promise), or fails with ErrStoreUnavailable (FailClosed's;
+		// see reserveAlone) (found in review: callers whose deadlines were
 		// shorter than the timeout all failed while Redis hung, and
 		// Redis was never taken for away). A wait shorter than the
 		// timeout says too little of Redis to take it for away, but
@@ -111,13 +112,19 @@ func (s *Store) Reserve(ctx context.Context, key string, p throttle.Policy, n in
 	return s.reserveAlone(ctx, key, p, n, left, err)
 }
 
-// bound is how long a Reserve under FailOpen asks Redis for, from now: 0
-// (the Store's timeout), or, when ctx's deadline comes before the timeout
-// would, three quarters of the way to it, so that a request whose Store
-// call found no answer still has the time to go alone.
+// bound is how long a Reserve asks Redis for, from now: 0 (the Store's
+// timeout), or, when ctx's deadline comes before the timeout would, three
+// quarters of the way to it, so that a request whose Store call found no
+// answer still has the time to go alone (FailOpen), or to fail with
+// ErrStoreUnavailable rather than its deadline (FailClosed). Either way the
+// call cut short tells health that Redis did not answer, and calls as short
+// stop asking it for a while (found in review, under FailClosed: while
+// Redis hung, every request with a deadline under the timeout waited out
+// its whole deadline and failed with it, never with ErrStoreUnavailable,
+// and Redis was never taken for away).
 func (s *Store) bound(ctx context.Context, now time.Time) time.Duration {
 	dl, ok := ctx.Deadline()
-	if !ok || s.cfg.share == 0 {
+	if !ok {
 		return 0
 	}
 	left := dl.Sub(now)
