@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -134,12 +135,71 @@ func (t *Transport) correct(ks *keyState, tk ticket, n int, now time.Time) int {
 		ks.admitted += uint64(diff)
 	} else {
 		if ks.lim != nil {
-			giveTokens(ks.lim, now, -diff)
+			giveTokens(ks.lim, now, ks.levels.refund(ks.lim, now, tk.adm, -diff))
 		}
 		ks.troubled().stats.refunded += int64(-diff)
 	}
 	ks.wakeHead()
 	return n
+}
+
+// levels keeps, for a key whose answers may correct their charge down
+// (WithCost), the pacer's level just before each of its takes since the
+// oldest it still needs, so that a refund gives back no more than the
+// bucket lost. An attempt charged c that cost f < c left the bucket c - f
+// lower than it would have been, but only until the bucket would have been
+// full: past its depth the refill is lost. The refund at the answer is
+// min(c - f, depth - the highest level the bucket reached since the
+// charge), and the level is highest just before a take, or now (it only
+// rises between takes). Given back whole, the refill that other requests
+// took while the attempt was on its way was handed out twice (found in
+// review: a bucket of 10 a second, 2 deep, an attempt of cost 2 answered
+// "cost 0" after 250 ms, while another of cost 2 went at 200 ms: the next
+// went at once, 4 units within 50 ms; a leaky bucket let two go 50 ms
+// apart at 10 a second).
+//
+// The takes are kept as a stack whose levels fall from the oldest to the
+// newest: a take at a level no higher than a later one's never bounds a
+// refund that the later one does not (a refund counts the takes after its
+// own charge). At most maxLevels; a refund to an attempt older than the
+// ones dropped gives back nothing, not knowing how high the bucket was.
+type levels struct {
+	adm  []uint64  // the takes' admission numbers, oldest first
+	lvl  []float64 // the level before each, falling
+	lost uint64    // takes up to this admission were dropped
+}
+
+// maxLevels is the most takes levels keeps.
+const maxLevels = 64
+
+// took notes a take by the attempt adm at the level lvl, before it.
+func (l *levels) took(adm uint64, lvl float64) {
+	n := len(l.lvl)
+	for n > 0 && l.lvl[n-1] <= lvl {
+		n--
+	}
+	l.adm, l.lvl = append(l.adm[:n], adm), append(l.lvl[:n], lvl)
+	if len(l.adm) > maxLevels {
+		l.lost = l.adm[0]
+		l.adm, l.lvl = append(l.adm[:0], l.adm[1:]...), append(l.lvl[:0], l.lvl[1:]...)
+	}
+}
+
+// refund is how much of want tokens lim may give back at now to the
+// attempt adm: no more than its depth less the highest level since the
+// attempt's take. Nil levels (no WithCost) give back none.
+func (l *levels) refund(lim *rate.Limiter, now time.Time, adm uint64, want int) int {
+	if l == nil || adm <= l.lost {
+		return 0
+	}
+	most := lim.TokensAt(now)
+	for i, a := range l.adm {
+		if a > adm {
+			most = max(most, l.lvl[i]) // the highest of the takes since
+			break
+		}
+	}
+	return min(want, int(math.Floor(float64(lim.Burst())-most)))
 }
 
 // giveTokens gives n tokens back to lim at now, up to what it holds. A

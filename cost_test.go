@@ -304,6 +304,64 @@ func TestCostCorrectedByTheServer(t *testing.T) {
 	}
 }
 
+// A refund gives back no more than the bucket lost: an attempt charged 2
+// and answered "cost 0" 250 ms later left the bucket 2 lower only until it
+// would have been full, and meanwhile another request took what refilled
+// (regression, found in review: the refund was given back whole, and the
+// requests after it went past the bucket's rate). A token bucket of 10 a
+// second, 2 deep (Burst 3, less the reserve): A (cost 2) at 0, answered at
+// 250 ms; B (cost 2) at 200 ms, once 2 refilled; C (cost 2) after A's
+// answer waits for the tokens B took, until 400 ms (it went at 250 ms, B
+// and C 4 units within 50 ms). A leaky bucket of 10 a second: A at 0,
+// answered "cost 0" at 150 ms; B at 100 ms; C no sooner than 200 ms (it
+// went at 150 ms, 50 ms after B).
+func TestCostRefundGivesBackNoMoreThanTheBucketLost(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		pol   throttle.Policy
+		cost  int
+		delay time.Duration // A's answer comes this long after it went
+		want  []time.Duration
+	}{
+		{"token bucket", throttle.Policy{Rate: 10, Burst: 3}, 2, ms(250), []time.Duration{0, ms(200), ms(400)}},
+		{"leaky bucket", throttle.Policy{Rate: 10, Queue: 10}, 1, ms(150), []time.Duration{0, ms(100), ms(200)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rec := newRecorder()
+				base := rtFunc(func(req *http.Request) (*http.Response, error) {
+					_, _ = rec.RoundTrip(req)
+					if req.URL.Path == "/A" {
+						time.Sleep(tc.delay)
+					}
+					return answerFigure(req)
+				})
+				rt := throttle.New(base, throttle.WithPolicy(tc.pol), throttle.WithCost(throttle.CostHeader("X-Cost")))
+				defer rt.Close()
+				send := func(path string) {
+					req := newReq(t, throttle.With(context.Background(), throttle.Cost(tc.cost)), http.MethodGet, "http://api.test"+path)
+					if path == "/A" {
+						req.Header.Set("X-Figure", "0")
+					}
+					resp, err := rt.RoundTrip(req)
+					require.NoError(t, err)
+					resp.Body.Close()
+				}
+				var wg sync.WaitGroup
+				wg.Go(func() { send("/A") })
+				synctest.Wait()
+				wg.Go(func() { send("/B") })
+				time.Sleep(tc.delay)
+				synctest.Wait() // A answered
+				send("/C")
+				wg.Wait()
+				assert.Equal(t, []string{"http://api.test/A", "http://api.test/B", "http://api.test/C"}, rec.urls())
+				assert.Equal(t, tc.want, rec.times())
+			})
+		})
+	}
+}
+
 // A window corrected up counts the difference from the answer, not from
 // the sending: a request 300 ms on the wire, charged 2 and found to cost
 // 8, holds the window until a second after its answer.

@@ -50,6 +50,7 @@ type keyState struct {
 	budget budget
 	tr     *trouble // nil until the key meets trouble
 	stats  counts
+	levels *levels // WithCost: the pacer's levels at its takes, which bound a refund (cost.go); nil without
 }
 
 // trouble is what a key keeps only once it has met trouble: an answer that
@@ -335,6 +336,9 @@ func (ks *keyState) enter(tk *ticket, now time.Time, mono time.Duration, retry b
 	for m := range ks.mirrors() {
 		m.took(mono, tk.adm, ks.outUnits-int64(cost), cost) // the others on their way
 	}
+	if ks.levels != nil && ks.lim != nil {
+		ks.levels.took(tk.adm, ks.lim.TokensAt(now)+float64(cost)) // the level before the take
+	}
 }
 
 // freeSlot gives back an in-flight slot and lets the head recompute.
@@ -446,6 +450,9 @@ func (t *Transport) newKeyState(p *policy, key string) *keyState {
 	ks := &keyState{key: key, pol: p, lim: p.newLimiter(), used: true, // used: a sweep its making begins spares it
 		born: uint8(t.keys.swept.Load())}
 	ks.ev.spanAt = longAgo
+	if t.cfg.cost != nil {
+		ks.levels = &levels{}
+	}
 	if ks.lim != nil && p.Queue == 0 {
 		ks.reserve = int32(ks.lat.reserve(float64(p.Rate), p.Burst))
 	}
