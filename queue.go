@@ -186,7 +186,14 @@ func (t *Transport) admit(ctx context.Context, ks *keyState, pl *place, attempt 
 // at now, with ks.mu held, and leaves it admitted or refused.
 func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt int, last, now time.Time, tk *ticket) error {
 	start, retry := now, attempt > 1
+	joined := false // in the line, past the refusal at once of a wait known to end too late
 	fail := func(h holder, until time.Time, err error) error {
+		if joined {
+			// Its wait counts in Stats (Waited, WaitTime), though it
+			// ended without its turn (found in review: a waiter cancelled
+			// or timed out was left out, the waits that hurt most).
+			tk.waited = time.Since(start)
+		}
 		return &WaitError{Key: ks.name(), Attempt: attempt, Limit: h.limit, Window: h.win, Until: until, Err: err}
 	}
 	deadline, hasDeadline := ctx.Deadline()
@@ -206,6 +213,7 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 		ks.mu.Unlock()
 		return werr
 	}
+	joined = true
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {

@@ -27,7 +27,7 @@ type KeyStats struct {
 	Requests int64         // RoundTrip calls
 	Attempts int64         // attempts sent to the base RoundTripper
 	Units    int64         // units charged against the key's limits: each attempt's Cost (1 without one), corrected by WithCost's figures
-	Waited   int64         // requests that had to wait for their turn (behind others, or for a limit)
+	Waited   int64         // requests that had to wait for their turn (behind others, or for a limit), whether they got it or not
 	WaitTime time.Duration // time those requests waited, summed
 	Queued   int           // attempts waiting for their turn now
 	InFlight int           // attempts sent whose response is not yet in

@@ -44,6 +44,35 @@ func TestStatsSayWhatHappened(t *testing.T) {
 	assert.EqualValues(t, 42, st.Total.Requests)
 }
 
+// A request that waited for its turn and never got it (cancelled, or its
+// deadline passed) counts in Waited and WaitTime: those are the waits that
+// hurt most (regression, found in review: only the waits that ended in
+// their turn were counted).
+func TestStatsCountTheWaitsThatEndedWithoutTheirTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			<-release
+			return reply(r, http.StatusOK), nil
+		}), throttle.WithPolicy(throttle.Policy{MaxInFlight: 1}))
+		defer rt.Close()
+		go func() { assert.NoError(t, do(t, rt, "http://api.test/0")) }() // holds the slot
+		synctest.Wait()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- doCtx(t, ctx, rt, "http://api.test/1") }()
+		time.Sleep(2 * time.Second)
+		cancel()
+		assert.ErrorIs(t, <-done, context.Canceled)
+		close(release)
+		synctest.Wait()
+		st := rt.Stats().Total
+		assert.EqualValues(t, 1, st.Canceled)
+		assert.EqualValues(t, 1, st.Waited)
+		assert.Equal(t, 2*time.Second, st.WaitTime)
+	})
+}
+
 // One key under two policies (a tenant's key, on two hosts with policies
 // of their own) is one entry of Stats.Keys, its counts added up, and
 // counted once in the total (regression, found in review: the total
