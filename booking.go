@@ -35,12 +35,7 @@ func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline 
 	if !last.IsZero() {
 		maxWait = min(maxWait, last.Sub(now))
 	}
-	p := ks.pol.Policy
-	if p.Queue == 0 && ks.reserve > 1 {
-		// The tokens held back against the jitter this Transport sees
-		// (latency.go) are held back in the shared bucket too.
-		p.Burst = max(1, p.Burst-int(ks.reserve)+1)
-	}
+	p := ks.storePolicy()
 	var margin time.Duration
 	if len(p.Windows) > 0 {
 		// What a window's departure booked counts beyond Per (see
@@ -73,6 +68,13 @@ func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline 
 		}
 		return fail(held, time.Time{}, err)
 	case res.Paused && res.Wait > t.cfg.retry.MaxRetryAfter:
+		// Another process's pause, too long to wait out: the key
+		// pauses here too, so that the requests after this one fail
+		// at once as well, as they do in the process that met the
+		// refusal, without asking the Store (found in review: the
+		// first failed, and the next ones, whose departures the Store
+		// booked after the pause's end, not at it, slept the hour).
+		ks.pause(hint{}, res.Wait, now)
 		return fail(held, until, ErrPaused)
 	case hasDeadline && until.After(deadline):
 		// Booked or not: a departure after the deadline fails at once,
@@ -89,6 +91,23 @@ func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline 
 	w.booked, w.departAt, w.alone = true, until, res.Fallback
 	w.countedTo = until.Add(margin)
 	return nil
+}
+
+// storePolicy is the policy the key books its departures and shares its
+// slowdowns under: its own, less the tokens it holds back against the
+// jitter this Transport sees (latency.go), which it holds back in the
+// shared bucket too. Slow and Reserve must be told the same depth: a pause
+// that Slow set counted with a deeper bucket than Reserve counts from put
+// the departure after it a bucket's refill past the pause's end, not at
+// it, and the Store did not say that the pause held it (found in review:
+// with Redis, a pause of an hour shared by another process was waited out
+// by every request, none failed with ErrPaused).
+func (ks *keyState) storePolicy() Policy {
+	p := ks.pol.Policy
+	if p.Queue == 0 && ks.reserve > 1 {
+		p.Burst = max(1, p.Burst-int(ks.reserve)+1)
+	}
+	return p
 }
 
 // reserve calls the Store, with a context that Close ends too: a request

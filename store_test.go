@@ -152,6 +152,81 @@ func TestStoreSharesPause(t *testing.T) {
 	})
 }
 
+// A pause longer than MaxRetryAfter, met by one Transport and shared
+// through the Store, fails every request of another Transport at once with
+// ErrPaused, as it does in the one that met it, and sends none (regression,
+// found in review: the Store said only of the departure at the pause's end
+// that the pause held it; the first request failed, and the next ones,
+// booked a turn later, slept the hour and went).
+func TestAStoresLongPauseFailsEveryRequestAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := throttle.NewMemoryStore()
+		sent := 0
+		base := rtFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Header.Get("X-Who") == "a" {
+				return reply(req, http.StatusTooManyRequests, "Retry-After", "3600"), nil
+			}
+			sent++
+			return reply(req, http.StatusOK), nil
+		})
+		pol := throttle.Policy{Rate: 10, Burst: 10}
+		a := throttle.New(base, throttle.WithPolicy(pol), throttle.WithStore(store), throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
+		b := throttle.New(base, throttle.WithPolicy(pol), throttle.WithStore(store))
+		defer a.Close()
+		defer b.Close()
+		req := newReq(t, context.Background(), http.MethodGet, "http://api.example/x")
+		req.Header.Set("X-Who", "a")
+		resp, err := a.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		start := time.Now()
+		for i := range 3 {
+			assert.ErrorIs(t, do(t, b, "http://api.example/x"), throttle.ErrPaused, "request %d of the other Transport", i)
+		}
+		assert.Zero(t, time.Since(start), "at once")
+		assert.Zero(t, sent)
+	})
+}
+
+// The Store is told one depth of the bucket by Reserve and by Slow: the
+// Burst less what the key holds back against the jitter it sees (a pause
+// that Slow counted with a deeper bucket than Reserve counts from put the
+// departures after it past the pause's end, and Redis never said the
+// pause held them: found in review).
+func TestTheStoreIsToldOneDepth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var reserved, slowed []int
+		store := &burstStore{seen: func(p throttle.Policy) { mu.Lock(); reserved = append(reserved, p.Burst); mu.Unlock() },
+			slow: func(p throttle.Policy) { mu.Lock(); slowed = append(slowed, p.Burst); mu.Unlock() }}
+		n := 0
+		base := rtFunc(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			n++
+			i := n
+			mu.Unlock()
+			time.Sleep(time.Duration(i%2) * 20 * time.Millisecond) // 0, 20 ms: jitter
+			if i == 20 {
+				return reply(req, http.StatusTooManyRequests, "Retry-After", "5"), nil
+			}
+			return reply(req, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithStore(store), throttle.WithPolicy(throttle.Policy{Rate: 100, Burst: 10}),
+			throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
+		defer rt.Close()
+		for range 20 {
+			require.NoError(t, do(t, rt, "http://api.example/x"))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		require.NotEmpty(t, slowed, "the pause is shared")
+		last := reserved[len(reserved)-1]
+		assert.Less(t, last, 10, "jitter seen: held back")
+		assert.Equal(t, last, slowed[0], "Slow is told the depth Reserve is")
+	})
+}
+
 // fast is a policy that holds nothing back here, but is shared.
 var fast = throttle.WithPolicy(throttle.Policy{Rate: 1e6, Burst: 1000})
 
@@ -400,15 +475,19 @@ func TestStoreHoldsBackForJitter(t *testing.T) {
 	})
 }
 
-// burstStore books at once and reports the Policy it was asked with.
-type burstStore struct{ seen func(throttle.Policy) }
+// burstStore books at once and reports the Policy it was asked with, by
+// Reserve and, if slow is set, by Slow.
+type burstStore struct{ seen, slow func(throttle.Policy) }
 
 func (s *burstStore) Reserve(_ context.Context, _ string, p throttle.Policy, _ int, _ time.Duration) (throttle.Reservation, error) {
 	s.seen(p)
 	return throttle.Reservation{OK: true}, nil
 }
 
-func (s *burstStore) Slow(context.Context, string, throttle.Policy, throttle.Slowdown) error {
+func (s *burstStore) Slow(_ context.Context, _ string, p throttle.Policy, _ throttle.Slowdown) error {
+	if s.slow != nil {
+		s.slow(p)
+	}
 	return nil
 }
 

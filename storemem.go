@@ -71,7 +71,15 @@ func (s *MemoryStore) Reserve(ctx context.Context, key string, p Policy, n int, 
 			dep = latest(dep, s.epoch.Add(k.wins.ageOut(excess)).Add(w.Per))
 		}
 	}
-	res := Reservation{Wait: dep.Sub(now), Paused: k.pause.After(now) && !k.pause.Before(dep)}
+	// The pause held the departure if it goes at its end, or within half
+	// a turn of it: the time at which the bucket lets the first go after
+	// the pause was counted at the pace when Slow came, which may have
+	// climbed a little since (see Reservation.Paused).
+	held := k.pause
+	if r > 0 {
+		held = held.Add(spanOf(1, r) / 2)
+	}
+	res := Reservation{Wait: dep.Sub(now), Paused: k.pause.After(now) && !held.Before(dep)}
 	if res.Wait > maxWait {
 		return res, nil
 	}

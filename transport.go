@@ -430,9 +430,10 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	if !o.retryable && !r.asksUser() {
 		r.release() // the last answer (else RoundTrip lets go of the key on the way out)
 	}
-	var shared *Policy // the policy to tell the Store under, read while the key is locked (SetPolicy may replace it)
-	if r.t.shares(ks) {
-		shared = &ks.pol.Policy
+	var shared Policy // the policy to tell the Store under, read while the key is locked (SetPolicy may replace it)
+	sharing := r.t.shares(ks)
+	if sharing {
+		shared = ks.storePolicy()
 	}
 	ks.mu.Unlock()
 	if tied {
@@ -460,8 +461,8 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	if r.t.cfg.events != nil {
 		r.told(attempt, resp, err, o)
 	}
-	if shared != nil {
-		r.t.share(r.ctx, r.ks, shared, o.ls, o.now)
+	if sharing {
+		r.t.share(r.ctx, r.ks, &shared, o.ls, o.now)
 	}
 }
 

@@ -139,8 +139,15 @@ if win then
 	end
 end
 
+-- The pause held the departure if it goes at its end, or within half a
+-- turn of it: tat was set at the pace when Slow came, which may have
+-- climbed a little since (see throttle.Reservation.Paused).
 local paused = 0
-if pause > now and pause >= dep then
+local held = pause
+if r > 0 then
+	held = pause + 0.5e6 / r
+end
+if pause > now and held >= dep then
 	paused = 1
 end
 local wait = math.min(math.ceil(dep - now), longest)

@@ -214,3 +214,60 @@ func TestTransportsShareAWindowAtTheServer(t *testing.T) {
 		t.Errorf("%d requests reached the server within %v, want %d at most", most, per, n)
 	}
 }
+
+// TestALongPauseSharedThroughRedisFailsEveryRequestAtOnce: a pause longer
+// than MaxRetryAfter (5 minutes), met by one process's Transport and shared
+// through Redis, fails every request of another process at once with
+// ErrPaused, as it does in the process that met it (regression, found in
+// review: each of them waited out the hour, the first reported as a wait
+// for the Store: Slow was told a deeper bucket than Reserve, which then
+// booked the departure after the pause a refill past its end, and never
+// said that the pause held it).
+func TestALongPauseSharedThroughRedisFailsEveryRequestAtOnce(t *testing.T) {
+	addr, pre := redisAddr(t), prefix(t)
+	base := rtFunc(func(r *http.Request) (*http.Response, error) {
+		status, h := http.StatusOK, http.Header{}
+		if r.Header.Get("X-Who") == "a" {
+			status = http.StatusTooManyRequests
+			h.Set("Retry-After", "3600")
+		}
+		return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: r}, nil
+	})
+	newTransport := func(opts ...throttle.Option) *throttle.Transport {
+		store := redisstore.New(newClient(t, addr), redisstore.WithPrefix(pre), redisstore.FailClosed())
+		tr := throttle.New(base, append([]throttle.Option{throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 10}), throttle.WithStore(store)}, opts...)...)
+		t.Cleanup(func() { _ = tr.Close() })
+		return tr
+	}
+	a := newTransport(throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
+	b := newTransport()
+	req, _ := http.NewRequestWithContext(context.Background(), "GET", "http://api.test/", nil)
+	req.Header.Set("X-Who", "a")
+	resp, err := a.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a: %v, %v; want the 429", resp, err)
+	}
+	_ = resp.Body.Close()
+	for i := range 3 {
+		done := make(chan error, 1)
+		go func() {
+			req, _ := http.NewRequestWithContext(context.Background(), "GET", "http://api.test/", nil)
+			resp, err := b.RoundTrip(req)
+			if err == nil {
+				_ = resp.Body.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, throttle.ErrPaused) {
+				t.Errorf("request %d of the other process: %v, want ErrPaused", i, err)
+			}
+		case <-time.After(2 * time.Second): // bounds a failure only: a pass returns at once
+			t.Errorf("request %d of the other process still waiting after 2 s of an hour's pause", i)
+			_ = b.Close() // ends it with ErrClosed
+			<-done
+			return
+		}
+	}
+}
