@@ -304,6 +304,45 @@ func TestCostCorrectedByTheServer(t *testing.T) {
 	}
 }
 
+// A wait known to end after the deadline fails at once behind costly
+// waiters too: each of those ahead counts its cost, not 1 (regression,
+// found in review: on a bucket of 1 a second, behind one of cost 10, one
+// with a deadline 5 s away, its turn 11 s away, waited 5 s and failed with
+// the context's error; in a leaky bucket it held a place of the queue a
+// second, then failed).
+func TestADeadlineBehindCostlyWaitersFailsAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		pol         throttle.Policy
+		first, next int // the costs of the request that empties the bucket and of the one waiting ahead
+	}{
+		{"token bucket", throttle.Policy{Rate: 1, Burst: 11}, 10, 10},
+		{"leaky bucket", throttle.Policy{Rate: 1, Queue: 10}, 1, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := throttle.New(newRecorder(), throttle.WithPolicy(tc.pol))
+				defer rt.Close()
+				start := time.Now()
+				_, err := costly(t, rt, start, "http://api.test/0", tc.first)
+				require.NoError(t, err)
+				done := make(chan error)
+				go func() {
+					_, err := costly(t, rt, start, "http://api.test/1", tc.next) // waits its turn
+					done <- err
+				}()
+				synctest.Wait()
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				at, err := costlyCtx(t, ctx, rt, start, "http://api.test/2", 1)
+				assert.ErrorIs(t, err, throttle.ErrWouldExceedDeadline)
+				assert.Zero(t, at, "at once")
+				require.NoError(t, <-done)
+			})
+		})
+	}
+}
+
 // A refund gives back no more than the bucket lost: an attempt charged 2
 // and answered "cost 0" 250 ms later left the bucket 2 lower only until it
 // would have been full, and meanwhile another request took what refilled

@@ -28,6 +28,7 @@ type keyState struct {
 	wins       []windowLog
 	head, tail *waiter // the line
 	admitted   uint64  // units admitted so far, each attempt its cost (see Cost) and corrections up (see WithCost): a ticket's number is its last unit's
+	waitUnits  int64   // the units of the attempts in the line, each its cost
 	arrived    uint64  // requests that acquired the state: each one's place in the line
 	outUnits   int64   // units of the attempts sending
 
@@ -229,8 +230,12 @@ type holder struct {
 }
 
 // lowerBound is the earliest time at which an attempt of the cost given,
-// with ahead others before it, could go: exact for the head, a lower bound
-// behind it (each of those ahead is counted as costing 1).
+// with ahead units before it (the costs of those in the line before it),
+// could go: exact for the head, a lower bound behind it. (Each of those
+// ahead once counted as costing 1: behind a request of cost 10 on a bucket
+// of 1 a second, one with a deadline 5 s away, its turn 11 s away, waited
+// out its deadline rather than fail at once with ErrWouldExceedDeadline;
+// found in review.)
 //
 // None of the line goes before the pause ends, nor, behind a head the Store
 // booked, before that head departs: the room those ahead and this one need

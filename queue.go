@@ -59,13 +59,14 @@ func (p *place) before(q *place, now time.Time) bool {
 }
 
 // insert puts w in the line at now, ahead of the waiters at its end that
-// it goes before (see place.before), and returns how many are ahead of it.
+// it goes before (see place.before), and returns the units of those ahead
+// of it, each its cost.
 func (ks *keyState) insert(w *waiter, now time.Time) int {
-	ahead := int(ks.waiting)
+	ahead := ks.waitUnits
 	at := ks.tail
 	for at != nil && w.before(&at.place, now) {
+		ahead -= int64(at.cost)
 		at = at.prev
-		ahead--
 	}
 	w.prev = at
 	if at == nil {
@@ -79,13 +80,14 @@ func (ks *keyState) insert(w *waiter, now time.Time) int {
 		w.next.prev = w
 	}
 	ks.waiting++
+	ks.waitUnits += int64(w.cost)
 	if ks.head == w {
 		poke(w.wake)
 		if w.next != nil {
 			poke(w.next.wake) // no longer the head: recompute
 		}
 	}
-	return ahead
+	return int(ahead)
 }
 
 // remove takes w out of the line and wakes the new head.
@@ -102,6 +104,7 @@ func (ks *keyState) remove(w *waiter) {
 	}
 	w.prev, w.next = nil, nil
 	ks.waiting--
+	ks.waitUnits -= int64(w.cost)
 	ks.wakeHead()
 }
 
@@ -324,11 +327,11 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 	}
 }
 
-// ahead is how many waiters are before w in the line.
+// ahead is the units of the waiters before w in the line, each its cost.
 func (ks *keyState) ahead(w *waiter) int {
 	n := 0
 	for p := w.prev; p != nil; p = p.prev {
-		n++
+		n += p.cost
 	}
 	return n
 }
