@@ -97,7 +97,10 @@ func (l *latency) bound() time.Duration {
 // wakes late, a few percent of the pace on a busy machine; one of depth 2
 // carries it over.
 func (l *latency) reserve(r float64, burst int) int {
-	most := max(burst-2, min(burst-1, 1))
+	// At most what an int32 holds, as the key keeps it (found in review: a
+	// Burst past 2^31 and a jitter worth as many tokens wrapped negative,
+	// and the bucket held more than its Burst).
+	most := min(max(burst-2, min(burst-1, 1)), math.MaxInt32)
 	extra := math.Ceil(l.jitter().Seconds() * r)
 	if extra >= float64(most) { // also catches +Inf
 		return most

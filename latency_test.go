@@ -1,8 +1,12 @@
 package throttle
 
 import (
+	"math"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestLatencyReserve(t *testing.T) {
@@ -60,4 +64,18 @@ func TestLatencyProbeWait(t *testing.T) {
 			t.Errorf("%s: probeWait() = %v", tt.name, got)
 		}
 	}
+}
+
+// The reserve fits the int32 the key keeps it in, whatever the Burst and
+// the jitter (regression, found in review: a Burst past 2^31 and a jitter
+// worth as many tokens wrapped it negative).
+func TestReserveFitsItsKeep(t *testing.T) {
+	var l latency
+	for _, rtt := range []time.Duration{time.Millisecond, time.Second, time.Millisecond} {
+		l.observe(rtt)
+	}
+	require.Positive(t, l.jitter())
+	got := l.reserve(1e12, 1<<40)
+	assert.Equal(t, math.MaxInt32, got)
+	assert.Positive(t, int32(got))
 }
