@@ -168,10 +168,30 @@ func TestShortDeadlinesGoAlone(t *testing.T) {
 // with it, never with ErrStoreUnavailable, and Redis was never taken for
 // away).
 func TestAHangingRedisFailsFailClosedRequestsAtOnce(t *testing.T) {
+	send := shortRequestsToAHangingRedis(t, redisstore.FailClosed())
+	for i := range 6 {
+		took, err := send()
+		if !errors.Is(err, throttle.ErrStoreUnavailable) {
+			t.Errorf("request %d: %v after %v, want ErrStoreUnavailable", i, err, took)
+		}
+		if i > 0 && took > 50*time.Millisecond {
+			t.Errorf("request %d took %v: Redis was known to hang", i, took) // the first may wait for it
+		}
+	}
+}
+
+// shortRequestsToAHangingRedis starts a Redis of the test's own, makes a
+// Transport that shares through it with a Store of the options given (the
+// default timeout, 200 ms), sends one request while Redis answers, then
+// stops Redis (SIGSTOP: it hangs, connections open) and returns a function
+// that sends one request with a deadline of 100 ms and says how long it
+// took and its error.
+func shortRequestsToAHangingRedis(t *testing.T, opts ...redisstore.Option) func() (time.Duration, error) {
+	t.Helper()
 	srv := startServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
-	tr := throttle.New(okBase(), throttle.WithStore(redisstore.New(c, redisstore.FailClosed())), // the default timeout, 200 ms
+	tr := throttle.New(okBase(), throttle.WithStore(redisstore.New(c, opts...)),
 		throttle.WithPolicy(throttle.Policy{Rate: 1000, Burst: 100}))
 	t.Cleanup(func() { _ = tr.Close() })
 	send := func() (time.Duration, error) {
@@ -192,15 +212,7 @@ func TestAHangingRedisFailsFailClosedRequestsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.cmd.Process.Signal(syscall.SIGCONT) })
-	for i := range 6 {
-		took, err := send()
-		if !errors.Is(err, throttle.ErrStoreUnavailable) {
-			t.Errorf("request %d: %v after %v, want ErrStoreUnavailable", i, err, took)
-		}
-		if i > 0 && took > 50*time.Millisecond {
-			t.Errorf("request %d took %v: Redis was known to hang", i, took) // the first may wait for it
-		}
-	}
+	return send
 }
 
 // okBase is a base RoundTripper that answers every request 200 at once.
@@ -217,30 +229,7 @@ func okBase() rtFunc {
 // 200 ms timeout, 10 of 10 requests each waited 75 ms for a Redis known to
 // hang, since a call cut short for its caller never took Redis for away).
 func TestAHangingRedisIsAskedAboutOnceASecond(t *testing.T) {
-	srv := startServer(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.addr, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = c.Close() })
-	tr := throttle.New(okBase(), throttle.WithStore(redisstore.New(c)), // the default timeout, 200 ms
-		throttle.WithPolicy(throttle.Policy{Rate: 1000, Burst: 100}))
-	t.Cleanup(func() { _ = tr.Close() })
-	send := func() (time.Duration, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, "GET", "http://api.test/", nil)
-		start := time.Now()
-		resp, err := tr.RoundTrip(req)
-		if err == nil {
-			_ = resp.Body.Close()
-		}
-		return time.Since(start), err
-	}
-	if _, err := send(); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.cmd.Process.Signal(syscall.SIGCONT) })
+	send := shortRequestsToAHangingRedis(t)
 	slow := 0
 	for range 10 {
 		took, err := send()
