@@ -648,6 +648,19 @@ func (l *learner) searchStep() time.Duration {
 
 func clampRate(r rate.Limit) rate.Limit { return min(max(r, slowestRate), fastestRate) }
 
+// satAdd is a+b, for b >= 0, saturated at the longest Duration: a wait
+// parsed as saturated (a date in year 9999, a Retry-After past a
+// Duration's range) is added to the learner's times (found in review:
+// at+wait wrapped negative, a refusal asking for a later end than the
+// pause's was taken for the same news, and the key sent again during the
+// wait the server asked for).
+func satAdd(a, b time.Duration) time.Duration {
+	if a > maxRetryDuration-b {
+		return maxRetryDuration
+	}
+	return a + b
+}
+
 // startLearning gives an unpaced key without windows, refused at at and
 // about to pause for wait, its first guess (rule 1): the run answers
 // accepted since the last refusal (at last), or since its first answer if
@@ -682,7 +695,7 @@ func (ks *keyState) startLearning(now time.Time, at, wait time.Duration, run int
 		}
 		run, from = 0, at
 	}
-	r := clampRate(rate.Limit(float64(run) / (at - from + wait).Seconds()))
+	r := clampRate(rate.Limit(float64(run) / satAdd(at-from, wait).Seconds()))
 	blind := run == 0
 	if blind {
 		r = fastestRate // no guess yet: the pause alone holds the key
@@ -692,7 +705,7 @@ func (ks *keyState) startLearning(now time.Time, at, wait time.Duration, run int
 	ks.lim = rate.NewLimiter(r, learnedBurst)
 	ks.rarely().learn = learner{on: true, edge: true, first: true, mode: modeGrow,
 		lo: r, hi: fastestRate, tested: r, low: r,
-		test: testLength(wait), hold: probeHold, heldAt: at, next: at + wait, setAt: at, reachAt: at, reachAdm: ks.admitted,
+		test: testLength(wait), hold: probeHold, heldAt: at, next: satAdd(at, wait), setAt: at, reachAt: at, reachAdm: ks.admitted,
 		cut: ks.admitted, cutAns: ks.ev.answers, since: at, from: from, firstN: run, runFrom: from, run: run, blind: blind}
 	ks.troubled().adapt.adjusted = at
 }
@@ -720,13 +733,13 @@ func (ks *keyState) unlearn() {
 func (ks *keyState) peek(at, wait time.Duration, whole bool) time.Duration {
 	l := ks.learning()
 	switch {
-	case whole && wait > peekFirst && (l.peekStep == 0 || at+wait > l.peekEnd+time.Second):
+	case whole && wait > peekFirst && (l.peekStep == 0 || satAdd(at, wait) > satAdd(l.peekEnd, time.Second)):
 		// A pause begins, or the server asks for a later end.
 		d := firstPeek(wait)
-		l.peekEnd, l.peekStep, l.peekDue = at+wait, peekFirst, at+d
+		l.peekEnd, l.peekStep, l.peekDue = satAdd(at, wait), peekFirst, satAdd(at, d)
 		return d
 	case l.peekStep <= 0 || at >= l.peekEnd:
-		l.peekEnd, l.peekStep = max(l.peekEnd, at+wait), -1 // no more peeks
+		l.peekEnd, l.peekStep = max(l.peekEnd, satAdd(at, wait)), -1 // no more peeks
 		return wait
 	}
 	l.peekStep, l.peekRefused = 2*l.peekStep, at

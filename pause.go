@@ -336,7 +336,7 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 		// nothing yet, and waits (see startLearning).
 		ks.unlearn()
 		return ks.pause(h, pause, now)
-	case l.peekStep != 0 && (tk.probe || at+pause > l.peekEnd+time.Second):
+	case l.peekStep != 0 && (tk.probe || satAdd(at, pause) > satAdd(l.peekEnd, time.Second)):
 		// A refused peek, or a refusal that asks for a later end.
 		return ks.pause(h, ks.peek(at, pause, whole), now)
 	case l.peekStep != 0:

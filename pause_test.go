@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -387,6 +388,49 @@ func TestStatusHandling(t *testing.T) {
 				}
 				assert.Equal(t, want, resp.StatusCode, "the last answer, unchanged")
 				assert.Equal(t, tt.paused, rt.Stats().Keys["s.test"].Pauses == 1, "paused")
+			})
+		})
+	}
+}
+
+// A key that learns its pace from 429s is paused, and peeking, by one
+// refusal; an attempt sent before that pause comes back refused with a
+// Retry-After far in the future (a date in year 9999, or more seconds than
+// a Duration holds: both saturate). That asks for a later end than the
+// pause's: the key pauses until then, as it does for Retry-After: 1000,
+// and the next request fails at once (regression, found in review: the
+// end overflowed, the refusal was taken for the pause's own news, and the
+// key sent again after 3 s).
+func TestAFarRetryAfterDuringALearnedPausePausesTheKey(t *testing.T) {
+	for _, ra := range []string{"1000", "Fri, 31 Dec 9999 23:59:59 GMT", "100000000000"} {
+		t.Run(ra, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var afterSent atomic.Bool
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					switch r.URL.Path {
+					case "/slow": // sent before the pause, answered during it
+						time.Sleep(ms(500))
+						return reply(r, http.StatusTooManyRequests, "Retry-After", ra), nil
+					case "/refused": // begins the pause (the learner's first)
+						time.Sleep(ms(5))
+						return reply(r, http.StatusTooManyRequests, "Retry-After", "3"), nil
+					case "/after":
+						afterSent.Store(true)
+					}
+					time.Sleep(ms(5))
+					return reply(r, http.StatusOK), nil
+				}), throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
+				defer rt.Close()
+				for i := range 5 {
+					require.NoError(t, do(t, rt, fmt.Sprint("http://api.test/ok", i)))
+				}
+				slow := make(chan error)
+				go func() { slow <- do(t, rt, "http://api.test/slow") }()
+				time.Sleep(ms(10))
+				require.NoError(t, do(t, rt, "http://api.test/refused")) // the key pauses (its peek at about 2.1 s)
+				require.NoError(t, <-slow)                               // its 429 came at 0.5 s
+				assert.ErrorIs(t, do(t, rt, "http://api.test/after"), throttle.ErrPaused)
+				assert.False(t, afterSent.Load(), "nothing is sent during the wait the server asked for")
 			})
 		})
 	}
