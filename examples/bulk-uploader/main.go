@@ -240,7 +240,7 @@ func (a *app) endpoint(o options) (ep endpoint, closeFn func()) {
 		l := demoQuota.Limits[0]
 		ep.quotaRate, ep.quotaBurst = l.Rate, l.Burst
 	} else {
-		ep.name = o.target.Redacted()
+		ep.name = shownURL(o.target)
 	}
 	if ep.base == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()

@@ -163,6 +163,15 @@ func uploadWith(client *http.Client, method string, target *url.URL, apiKey stri
 		}
 		resp, err := client.Do(req.WithContext(ctx))
 		if err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				// The request's URL, as the summary and the journal show
+				// it: not the query of -target, which may hold the API's
+				// key (found in review: printed and journaled in full).
+				if u, perr := url.Parse(ue.URL); perr == nil {
+					ue.URL = shownURL(u)
+				}
+			}
 			res.err = err
 			return res
 		}
@@ -195,6 +204,16 @@ func naiveWith(client *http.Client, method string, target *url.URL, apiKey strin
 			}
 		}
 	}
+}
+
+// shownURL is u as the summary, the journal and errors show it: its
+// scheme, host and path, without user info, query or fragment, which may
+// hold credentials (an API whose key goes in the query: -target
+// "https://api.example.com/v1?api_key=...", -api-key "").
+func shownURL(u *url.URL) string {
+	c := *u
+	c.User, c.RawQuery, c.ForceQuery, c.Fragment, c.RawFragment = nil, "", false, "", ""
+	return c.String()
 }
 
 // recordURL is target/records/ID, the id escaped as one path segment: no

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -80,4 +82,23 @@ func TestDotSegmentIDsAreRefused(t *testing.T) {
 		_, err := recordID([]byte(`{"id": `+id+`}`), 3)
 		assert.ErrorContains(t, err, "line 3: id "+id+" cannot be a URL path segment")
 	}
+}
+
+// The query of -target, which may hold the API's key (-api-key ""), is
+// shown nowhere: not in the summary's target, not in a record's error,
+// which the summary lists and the journal keeps (regression, found in
+// review: both carried it in full, from url.Error and Redacted, which
+// hides a password only).
+func TestTheTargetsQueryIsShownNowhere(t *testing.T) {
+	target, err := url.Parse("https://user:pass@api.example.com/v1?api_key=SECRET#frag")
+	require.NoError(t, err)
+	assert.Equal(t, "https://api.example.com/v1", shownURL(target))
+	refused := errors.New("connection refused")
+	client := &http.Client{Transport: rtFunc(func(*http.Request) (*http.Response, error) { return nil, refused })}
+	res := uploadWith(client, http.MethodPut, target, "")(context.Background(), record{id: "1", body: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("{}")), nil }, size: 2})
+	require.Error(t, res.err)
+	assert.NotContains(t, res.err.Error(), "SECRET")
+	assert.NotContains(t, res.err.Error(), "pass")
+	assert.Contains(t, res.err.Error(), "https://api.example.com/v1/records/1")
+	assert.ErrorIs(t, res.err, refused, "the cause is kept")
 }
