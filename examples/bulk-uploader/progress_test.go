@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -72,4 +73,40 @@ func TestProgressOffATerminalIsPlainLines(t *testing.T) {
 			"100", "200", "300", "400", "500", "600", "700", "800", "900", "1000"}[i]+"/1000 records done"), l)
 	}
 	assert.Less(t, len(log), 1000)
+}
+
+// stampedWriter notes when each line was written (the bubble's clock).
+type stampedWriter struct {
+	mu    sync.Mutex
+	at    []time.Time
+	lines []string
+}
+
+func (w *stampedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, l := range strings.SplitAfter(string(p), "\n") {
+		if l != "" {
+			w.at, w.lines = append(w.at, time.Now()), append(w.lines, strings.TrimSuffix(l, "\n"))
+		}
+	}
+	return len(p), nil
+}
+
+// A slow run prints a plain line at least every lineEvery, records done or
+// not (regression, found in review: at 0.05 records a second, a line came
+// only as each record was done, 20 s apart).
+func TestPlainProgressAtLeastEveryTenSeconds(t *testing.T) {
+	w := &stampedWriter{}
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		a := &app{stdout: io.Discard, stderr: w, progress: progressLines, demo: inProcess}
+		require.Equal(t, 0, a.main(context.Background(), context.Background(), []string{"-n", "3", "-rate", "0.05", "-burst", "1"}))
+		prev := start
+		for i, at := range w.at {
+			assert.LessOrEqual(t, at.Sub(prev), lineEvery, "line %d %q came %v after the one before", i, w.lines[i], at.Sub(prev))
+			prev = at
+		}
+		assert.Greater(t, len(w.lines), 4, "a line every 10 s of a 40 s run, and one per record: %q", w.lines)
+	})
 }
