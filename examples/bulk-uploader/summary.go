@@ -114,8 +114,8 @@ func (s *summary) print(w io.Writer, asJSON bool) {
 	p("429s", "%d", s.Throttled)
 	p("retries", "%d", s.Retries)
 	p("time waiting", "%.2fs (summed over records: pacing and pauses)", s.WaitSecs)
-	if len(s.WaitByLimit) > 0 {
-		p("waited", "%s", byLimit(s.WaitByLimit))
+	if len(s.WaitByLimit) > 0 || s.WaitSecs >= 0.005 {
+		p("waited", "%s", byLimit(s.WaitByLimit, s.WaitSecs))
 	}
 	if s.IdealSecs > 0 && s.Uploaded > 0 {
 		shared := ""
@@ -139,8 +139,12 @@ func (s *summary) print(w io.Writer, asJSON bool) {
 }
 
 // byLimit says the time waited for each limit, the longest first: "12.30s
-// for the rate, 4.00s for the pause".
-func byLimit(secs map[string]float64) string {
+// for the rate, 4.00s for the pause", from the waits that got their turn
+// (EventWaited); and what the total of all waits, Stats' WaitTime, holds
+// beyond them, the waits that ended without their turn (a request
+// cancelled, timed out, refused at its deadline): "3.00s without their
+// turn" (found in review: the two lines did not add up).
+func byLimit(secs map[string]float64, total float64) string {
 	limits := make([]string, 0, len(secs))
 	for l := range secs {
 		limits = append(limits, l)
@@ -151,9 +155,13 @@ func byLimit(secs map[string]float64) string {
 		}
 		return limits[i] < limits[j]
 	})
-	parts := make([]string, len(limits))
+	parts := make([]string, len(limits), len(limits)+1)
 	for i, l := range limits {
 		parts[i] = fmt.Sprintf("%.2fs for the %s", secs[l], l)
+		total -= secs[l]
+	}
+	if total >= 0.005 {
+		parts = append(parts, fmt.Sprintf("%.2fs without their turn", total))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -65,17 +65,23 @@ func TestNothingWaitedSaysNothing(t *testing.T) {
 
 func TestWaitedLine(t *testing.T) {
 	tests := []struct {
-		secs map[string]float64
-		want string
+		secs  map[string]float64
+		total float64 // Stats' WaitTime: the waits that got their turn, and those that did not
+		want  string
 	}{
-		{map[string]float64{"rate": 12.3}, "12.30s for the rate"},
-		{map[string]float64{"pause": 4, "rate": 12.3, "window": 0.5}, "12.30s for the rate, 4.00s for the pause, 0.50s for the window"},
-		{map[string]float64{"queue": 1, "line": 1}, "1.00s for the line, 1.00s for the queue"},
+		{map[string]float64{"rate": 12.3}, 12.3, "12.30s for the rate"},
+		{map[string]float64{"pause": 4, "rate": 12.3, "window": 0.5}, 16.8, "12.30s for the rate, 4.00s for the pause, 0.50s for the window"},
+		{map[string]float64{"queue": 1, "line": 1}, 2, "1.00s for the line, 1.00s for the queue"},
+		// Waits that ended without their turn (cancelled, timed out) are
+		// in the total, not in the split (found in review: "time waiting
+		// 31.34s" above "waited 9.03s for the rate").
+		{map[string]float64{"rate": 9.03}, 31.34, "9.03s for the rate, 22.31s without their turn"},
+		{nil, 2, "2.00s without their turn"},
 	}
 	for _, tc := range tests {
-		assert.Equal(t, tc.want, byLimit(tc.secs))
+		assert.Equal(t, tc.want, byLimit(tc.secs, tc.total))
 		var out bytes.Buffer
-		(&summary{WaitByLimit: tc.secs}).print(&out, false)
+		(&summary{WaitByLimit: tc.secs, WaitSecs: tc.total}).print(&out, false)
 		assert.Contains(t, out.String(), "  waited          "+tc.want+"\n")
 	}
 }
