@@ -39,6 +39,7 @@ type keyState struct {
 	refs    int32         // RoundTrips holding the state
 	reserve int32         // tokens of Burst held back against jitter (see latency.go)
 	slots   int32         // in-flight slots held (MaxInFlight > 0)
+	bare    int32         // attempts on the wire that hold no slot: sent while the key had no cap (see SetPolicy)
 	used    bool          // acquired since the last sweep: spared once
 	dead    bool          // evicted: holders of a stale pointer must look it up again
 	aliased bool          // tr.x.alias is set: fixed before the state is shared, so name() reads it unlocked
@@ -165,7 +166,7 @@ func (ks *keyState) heldUntil(now time.Time, mono time.Duration, cost int) (time
 			at, h = end, holder{limit: LimitRamp}
 		}
 	}
-	if ks.pol.MaxInFlight > 0 && int(ks.slots) >= ks.pol.MaxInFlight {
+	if ks.pol.MaxInFlight > 0 && int(ks.slots+ks.bare) >= ks.pol.MaxInFlight {
 		return never, holder{limit: LimitInFlight}
 	}
 	if tr := ks.tr; tr != nil && tr.pauseUntil.After(at) {
@@ -208,7 +209,7 @@ func (ks *keyState) free(now time.Time, mono time.Duration, cost int) bool {
 		_, h := ks.heldUntil(now, mono, cost)
 		return h.limit == LimitNone
 	}
-	if ks.pol.MaxInFlight > 0 && int(ks.slots) >= ks.pol.MaxInFlight {
+	if ks.pol.MaxInFlight > 0 && int(ks.slots+ks.bare) >= ks.pol.MaxInFlight {
 		return false
 	}
 	for i := range ks.wins {
@@ -329,6 +330,11 @@ func (ks *keyState) enter(tk *ticket, now time.Time, mono time.Duration, retry b
 	if ks.pol.MaxInFlight > 0 {
 		ks.slots++
 		tk.slot = true
+	} else {
+		// Counted against a cap SetPolicy may set while it is on the
+		// wire (found in review: a cap of 2 set with 3 on the wire let
+		// 2 more go at once).
+		ks.bare++
 	}
 	if tr := ks.tr; tr != nil && tr.probe != probeNone {
 		tr.probe, tr.probeAt, tr.probeID = probeOut, mono, tk.adm

@@ -162,6 +162,9 @@ type lesson struct {
 func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Response, h *hint, pause time.Duration, now time.Time, mono time.Duration) {
 	now, at := ks.clock(now, mono)
 	ks.sending--
+	if !tk.slot {
+		ks.bare--
+	}
 	ks.outUnits -= int64(tk.cost)
 	units := h.units(tk)
 	ks.answered(tk, units, resp != nil, mono, at)
@@ -277,6 +280,9 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 func (ks *keyState) acceptPlain(tk *ticket, mono time.Duration) {
 	at := ks.clockAt(mono)
 	ks.sending--
+	if !tk.slot {
+		ks.bare--
+	}
 	ks.outUnits -= int64(tk.cost)
 	ks.answered(tk, int(tk.cost), true, mono, at)
 	ks.health.push(mono)

@@ -305,3 +305,41 @@ func TestAChangeFailsAWaitItPutsPastTheDeadline(t *testing.T) {
 		})
 	}
 }
+
+// A cap on requests in flight that SetPolicy sets while requests are on
+// the wire counts them: with 3 on the wire and a new MaxInFlight of 2, no
+// other goes until fewer than 2 are out (regression, found in review: the
+// 3 held no slot, and 2 more went at once, 5 in flight under a cap of 2).
+func TestACapSetWhileRequestsAreOnTheWireCountsThem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out, most atomic.Int32
+		release := make(chan struct{})
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			n := out.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			<-release
+			out.Add(-1)
+			return reply(r, http.StatusOK), nil
+		})) // unpaced, no cap
+		defer rt.Close()
+		var wg sync.WaitGroup
+		for i := range 3 {
+			wg.Go(func() { assert.NoError(t, do(t, rt, fmt.Sprint("http://api.test/", i))) })
+		}
+		synctest.Wait()
+		require.EqualValues(t, 3, out.Load(), "3 on the wire")
+		require.NoError(t, rt.SetPolicy(throttle.Policy{MaxInFlight: 2}))
+		for i := range 3 {
+			wg.Go(func() { assert.NoError(t, do(t, rt, fmt.Sprint("http://api.test/new", i))) })
+		}
+		synctest.Wait()
+		assert.EqualValues(t, 3, out.Load(), "none more while 3 are out, the cap 2")
+		close(release)
+		wg.Wait()
+		assert.EqualValues(t, 3, most.Load(), "never more than the 3 already out")
+		st := rt.Stats().Keys["api.test"]
+		assert.Zero(t, st.InFlight)
+		assert.Zero(t, st.Slots)
+	})
+}
