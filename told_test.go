@@ -689,6 +689,46 @@ func TestARefusalWithRoomLeftIsNoWaitForTheReset(t *testing.T) {
 	}
 }
 
+// A window told by IETF fields, whose policy states its period, holds the
+// key after an idle spell: a second job's 16 workers do not all go at once
+// (regression, found in review: 30 windows passed unread, the mirror moved
+// its reset on by one period per call, each still past, gave the window
+// back whole at each, and the whole line went: 6 refused).
+func TestAWindowToldByItsPolicyHoldsAfterAnIdleSpell(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{
+			Limits: []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: 10, Per: time.Second}},
+			IETF:   true, HeadersOnSuccess: true, Latency: time.Millisecond})
+		rt := throttle.New(api)
+		defer rt.Close()
+		job(t, rt, 40) // its first burst, before any reading, may be refused
+		first := api.Stats().Total.Throttled
+		time.Sleep(30 * time.Second) // idle: 30 of the server's windows pass unread
+		job(t, rt, 40)
+		assert.Zero(t, api.Stats().Total.Throttled-first, "the second job was told the window")
+	})
+}
+
+// Two IETF policies, 10 a second and 100 a minute: once the minute's is
+// spent the key is held to its reset, 60 of the second's windows later,
+// and there the second's still holds it to 10 (regression, found in
+// review: given back whole at each admission, it let 11-16 go, 1-6
+// refused).
+func TestTheShorterPolicyHoldsAtTheLongerOnesReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{
+			{Algorithm: throttletest.FixedWindow, N: 10, Per: time.Second, Name: "sec"},
+			{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Minute, Name: "min"}},
+			IETF: true, HeadersOnSuccess: true, Latency: time.Millisecond})
+		rt := throttle.New(api)
+		defer rt.Close()
+		job(t, rt, 100) // spends the minute's quota within 10 s
+		first := api.Stats().Total.Throttled
+		job(t, rt, 30) // held to the minute's reset, then 10 a second
+		assert.Zero(t, api.Stats().Total.Throttled-first, "at the minute's reset, no more than the second's 10 go")
+	})
+}
+
 // A quota that halves mid-run: the key follows what the headers show,
 // with few refusals (issue 9: a quota that changes).
 func TestQuotaThatHalvesMidRun(t *testing.T) {
