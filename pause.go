@@ -134,12 +134,27 @@ func readHint(resp *http.Response, failed bool, now *instant) hint {
 		// that long, and every request after it failed at once, the
 		// pause past MaxRetryAfter).
 		h.wait, h.hasWait, h.whole = q.Reset, true, q.Reset >= time.Second
-		h.source = "X-RateLimit-Reset"
-		if q.Policy != "" {
-			h.source = "RateLimit"
-		}
+		h.source = resetSource(resp.Header, q, now)
 	}
 	return h
+}
+
+// resetSource names the field whose reset q holds, for EventPaused's
+// Source: "RateLimit" for the IETF fields in any of their forms (a named
+// policy; draft 07's unnamed RateLimit: limit=5, remaining=0, reset=40;
+// draft 06's RateLimit-Reset), "X-RateLimit-Reset" for the others (found in
+// review: the unnamed IETF forms were named X-RateLimit-Reset, a field the
+// server never sent). ParseQuota takes the IETF fields' reset first.
+func resetSource(h http.Header, q Quota, now *instant) string {
+	switch {
+	case q.Policy != "":
+		return "RateLimit"
+	case len(h["Ratelimit"]) > 0 && parseIETF(h["Ratelimit"], h["Ratelimit-Policy"], now, nil).HasReset:
+		return "RateLimit"
+	case len(h["X-Ratelimit-Reset"]) == 0 && len(h["X-Rate-Limit-Reset"]) == 0 && len(h["Ratelimit-Reset"]) > 0:
+		return "RateLimit"
+	}
+	return "X-RateLimit-Reset"
 }
 
 // lesson is what learn reports of an answer.

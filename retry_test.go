@@ -311,6 +311,10 @@ func TestQuotaHeadersSetThePause(t *testing.T) {
 	}{
 		{"429-x-ratelimit-reset-delta", 429, []string{"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "7"}, 7 * time.Second, "X-RateLimit-Reset"},
 		{"429-ietf-ratelimit", 429, []string{"RateLimit", `"default";r=0;t=4`, "RateLimit-Policy", `"default";q=10;w=60`}, 4 * time.Second, "RateLimit"},
+		// The unnamed IETF forms are RateLimit's too (found in review:
+		// named X-RateLimit-Reset, a field the server never sent).
+		{"429-ietf-draft07", 429, []string{"RateLimit", "limit=5, remaining=0, reset=40", "RateLimit-Policy", "5;w=60"}, 40 * time.Second, "RateLimit"},
+		{"429-ietf-draft06", 429, []string{"RateLimit-Limit", "5", "RateLimit-Remaining", "0", "RateLimit-Reset", "6"}, 6 * time.Second, "RateLimit"},
 		{"429-retry-after-wins", 429, []string{"Retry-After", "2", "X-RateLimit-Reset", "9"}, 2 * time.Second, "Retry-After"},
 		{"403-github-primary-limit", 403, []string{"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "EPOCH+5"}, 5 * time.Second, "X-RateLimit-Reset"},
 		{"403-forbidden", 403, []string{"X-RateLimit-Remaining", "12"}, 0, ""},
