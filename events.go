@@ -27,8 +27,11 @@ const (
 	// EventRetry: the request will be tried again after Event.Delay (at the
 	// earliest: the pause and the pacer may hold it longer).
 	EventRetry
-	// EventGaveUp: retrying ended; Event.Reason says why. The caller gets the
-	// last response, or the last error. A retry refused at once while the
+	// EventGaveUp: retrying was cut short while the last answer still
+	// called for a retry (attempts, time, MaxRetryAfter or budget used up);
+	// Event.Reason says why. The caller gets the last response, or the last
+	// error. (An answer that is not retried, a POST's network error, ends
+	// the request without it.) A retry refused at once while the
 	// last response is in hand ends retrying so: Event.Attempt is the
 	// attempt whose answer the caller gets, Event.Reason "the retry was
 	// refused: " and the refusal.

@@ -49,7 +49,7 @@ type KeyStats struct {
 	Retries     int64 // retries scheduled
 	Pauses      int64 // pauses of the key begun by a server's answer (quota signals and outages)
 	Outages     int64 // outages begun: failures came to dominate the key's recent answers (each may pause the key several times, one probe per Retry-After: Pauses counts those)
-	GaveUp      int64 // requests whose retries ended with an error or a throttled answer (a retry refused at once, the last response returned, included)
+	GaveUp      int64 // requests whose retrying was cut short while their last answer still called for a retry (attempts, time, MaxRetryAfter or budget used up; a retry refused at once, the last response returned, included); not one whose last answer is not retried (a POST's network error)
 
 	// Refusals, by reason: a request that failed without being sent. A
 	// retry refused at once while the last response is in hand is not

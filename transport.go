@@ -51,8 +51,10 @@ type Transport struct {
 var _ http.RoundTripper = (*Transport)(nil)
 
 // New returns a Transport that sends through base (nil: http.DefaultTransport).
-// Without options, every request is unpaced, 429s and 503s pause their key,
-// and retries follow the defaults of [Retry].
+// Without options, every request is unpaced, 429s (and 403s that are quota
+// signals) pause their key, a 502, 503 or 504 or a network error delays
+// its own retry and pauses the key only in an outage (see the package
+// documentation), and retries follow the defaults of [Retry].
 //
 // New panics on a configuration error, as net/http does for programmer
 // errors: a Policy or Retry that does not validate, a malformed host
