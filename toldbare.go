@@ -54,10 +54,11 @@ import (
 
 // A cache's stored answer, which its Age field marks (see storedAnswer),
 // is no such answer: the server never saw the request (learn leaves it
-// out, and the count its headers carry too). Nor is a 5xx, which the server may have counted, and which is
-// taken as counted (see unread). A bucket takes ours as they are sent,
-// whatever their answers (see bucket), and a log counts ours from its own
-// count of them (see exact): neither keeps these.
+// out, and the count its headers carry too). Nor is a 5xx, which the
+// server may have counted, and which is taken as counted (see unread). A
+// bucket takes ours as they are sent, whatever their answers (see bucket),
+// and a log counts ours from its own count of them (see exact): neither
+// keeps these.
 
 // storedAnswer reports whether an answer with header h is a cache's stored
 // answer, as its Age field marks one (RFC 9111, Section 5.1): an Age of 0
