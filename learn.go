@@ -648,14 +648,14 @@ func (l *learner) searchStep() time.Duration {
 
 func clampRate(r rate.Limit) rate.Limit { return min(max(r, slowestRate), fastestRate) }
 
-// satAdd is a+b, for b >= 0, saturated at the longest Duration: a wait
+// satAdd is a+b, saturated at the longest Duration: a wait
 // parsed as saturated (a date in year 9999, a Retry-After past a
 // Duration's range) is added to the learner's times (found in review:
 // at+wait wrapped negative, a refusal asking for a later end than the
 // pause's was taken for the same news, and the key sent again during the
 // wait the server asked for).
 func satAdd(a, b time.Duration) time.Duration {
-	if a > maxRetryDuration-b {
+	if b > 0 && a > maxRetryDuration-b {
 		return maxRetryDuration
 	}
 	return a + b
