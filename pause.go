@@ -371,7 +371,7 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 	} else if unexpl && whole {
 		pause = ks.peekPast(tk.probe, pause)
 	} else if ks.mirror() != nil && whole {
-		pause = ks.mirrorOf(h.quota.Policy).logPause(at, pause)
+		pause = ks.mirrorOf(&h.quota).logPause(at, pause)
 	} else if ks.lim != nil && whole {
 		pause = ks.quietPeek(tk.probe, at, pause)
 	}
@@ -427,7 +427,7 @@ func (ks *keyState) collision(h hint, unexpl bool) bool {
 	}
 	// A window or a log refuses until it gives back. (The policy that
 	// refused has the least remaining: see ParseQuota.)
-	return ks.mirror() != nil && ks.mirrorOf(h.quota.Policy).kind == kindBucket
+	return ks.mirror() != nil && ks.mirrorOf(&h.quota).kind == kindBucket
 }
 
 // peekPast is how long a key pauses, for a wait stated in whole seconds,

@@ -222,6 +222,9 @@ func (ks *keyState) sawQuota(ok bool) {
 // told mirrors the server's count of the key's quota.
 type told struct {
 	policy     string        // the IETF policy it mirrors (see toldpolicies.go); "" for the other fields
+	limitOf    int           // of the other fields, the Limit its readings state (see toldpolicies.go); 0: none stated, or a named policy's
+	readLast   time.Duration // of a Limit read without a name, when it was last read; 0: never
+	dropped    bool          // not read too long while another was (see mirrorFor): it holds nothing until read again
 	limit      int           // the most the server holds at once (Limit; else the most Remaining seen)
 	depth      int           // the most Remaining seen, counting an accepted answer's own, within Limit: a bucket's depth
 	left       int           // what remained, as of leftAt: see read

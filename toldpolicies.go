@@ -29,31 +29,58 @@ import (
 //
 // Readings without a policy name (X-RateLimit-*, Shopify's), and those of
 // an answer that lists one policy, go to the first mirror, as they always
-// did; it takes the name of the first policy it reads.
+// did; it takes the name of the first policy it reads. But readings without
+// a name that state different Limits are of different quotas: a gateway
+// that counts each request against several limits (a second's and an
+// hour's; Kong, Envoy, IBM's) and has one set of fields describes the one
+// nearest to running out, which changes from answer to answer. Each Limit
+// so read has a mirror of its own, as a named policy would (the first
+// maxPolicies; readings of more go to the first mirror, as before): one
+// mirror, fed a second's limit with one answer and an hour's with the next,
+// took the hour's reset for the length of a log of the second's limit, and
+// at the hour's reset held the key for 58 minutes after its first 10
+// requests (found in review). A mirror is kept true by its readings, and
+// one whose Limit the server no longer states (the quota's Limit changed:
+// a plan upgraded, from 2 a second to 20) is read no more: it held the key
+// to its last reading, 2 on their way at most, and its count of ours, kept
+// from the answers it read, sent nothing for a window's length at a time
+// (6m39s for what took 22.5 s). So a mirror not read for staleAfter of its
+// window's length, while another is read, holds nothing until it is read
+// again, and then begins anew: the fields describe the limit nearest to
+// running out, so one that binds is read.
 
 // mirrors yields the key's mirrors of the server's count: the first, if
 // the key has one, then one for each further policy its answers list.
 func (ks *keyState) mirrors() iter.Seq[*told] {
 	return func(yield func(*told) bool) {
 		m := ks.mirror()
-		if m == nil || !yield(m) {
+		if m == nil || !m.dropped && !yield(m) {
 			return
 		}
 		for i := range ks.tr.x.more {
-			if !yield(&ks.tr.x.more[i]) {
+			if m := &ks.tr.x.more[i]; !m.dropped && !yield(m) {
 				return
 			}
 		}
 	}
 }
 
-// mirrorOf returns the mirror of the policy named name, or the first if
-// none is its (or name is ""). The key must have a mirror.
-func (ks *keyState) mirrorOf(name string) *told {
+// unnamedLimit is the Limit of a reading that names no policy, by which
+// its mirror is told apart; 0 for a named one, or one without a Limit.
+func unnamedLimit(q *Quota) int {
+	if q.Policy != "" || !q.HasLimit || q.Limit <= 0 {
+		return 0
+	}
+	return q.Limit
+}
+
+// mirrorOf returns the mirror of the reading q, or the first if none is
+// its. The key must have a mirror.
+func (ks *keyState) mirrorOf(q *Quota) *told {
 	x := ks.tr.x
-	if name != "" && x.told.policy != name {
+	if name, lim := q.Policy, unnamedLimit(q); (name != "" || lim != 0) && !x.told.is(name, lim) {
 		for i := range x.more {
-			if x.more[i].policy == name {
+			if x.more[i].is(name, lim) {
 				return &x.more[i]
 			}
 		}
@@ -61,27 +88,78 @@ func (ks *keyState) mirrorOf(name string) *told {
 	return &x.told
 }
 
-// mirrorFor returns the mirror of the policy named name, made at its first
-// reading; nil if the key mirrors maxPolicies others already.
-func (x *rare) mirrorFor(name string) *told {
-	if m := &x.told; name == "" || m.policy == "" || m.policy == name {
-		if name != "" {
-			m.policy = name
+// is reports whether m mirrors the policy named name, or the quota of
+// Limit lim that readings without a name state.
+func (m *told) is(name string, lim int) bool {
+	return m.policy == name && m.limitOf == lim
+}
+
+// staleAfter is how many of its window's lengths a mirror of a Limit read
+// without a name may go unread, while another is read, before it holds
+// nothing (see above).
+const staleAfter = 2
+
+// mirrorFor returns the mirror of the reading q, at at, made at its first
+// reading, or begun anew if it was dropped; nil if the key mirrors
+// maxPolicies others already and q names its policy. It drops the other
+// mirrors of Limits read without a name that went unread too long.
+func (x *rare) mirrorFor(q *Quota, at time.Duration) *told {
+	m := x.mirrorAt(q.Policy, unnamedLimit(q))
+	if m == nil {
+		return nil
+	}
+	if m.dropped {
+		*m = told{policy: m.policy, limitOf: m.limitOf}
+	}
+	if m.limitOf != 0 {
+		for o := range x.all() {
+			if p := o.length(); o != m && o.limitOf != 0 && o.readLast != 0 && p > 0 && at-o.readLast > staleAfter*p {
+				o.dropped = true
+			}
 		}
+		m.readLast = at
+	}
+	return m
+}
+
+// all yields every mirror, the first one's included, dropped or not.
+func (x *rare) all() iter.Seq[*told] {
+	return func(yield func(*told) bool) {
+		if !yield(&x.told) {
+			return
+		}
+		for i := range x.more {
+			if !yield(&x.more[i]) {
+				return
+			}
+		}
+	}
+}
+
+func (x *rare) mirrorAt(name string, lim int) *told {
+	m := &x.told
+	switch {
+	case name == "" && lim == 0:
+		return m
+	case m.policy == "" && m.limitOf == 0, m.is(name, lim):
+		m.policy, m.limitOf = name, lim
 		return m
 	}
 	for i := range x.more {
-		if x.more[i].policy == name {
+		if x.more[i].is(name, lim) {
 			return &x.more[i]
 		}
 	}
 	if len(x.more) == maxPolicies-1 {
+		if name == "" {
+			return m // as before there were mirrors by Limit
+		}
 		return nil
 	}
 	if x.more == nil {
 		x.more = make([]told, 0, maxPolicies-1) // never moved: its mirrors are pointed at
 	}
-	x.more = append(x.more, told{policy: name})
+	x.more = append(x.more, told{policy: name, limitOf: lim})
 	return &x.more[len(x.more)-1]
 }
 
@@ -108,7 +186,7 @@ func (ks *keyState) readQuota(ls *lesson, tk *ticket, resp *http.Response, h *hi
 	}
 	for i := range rs.n {
 		q := &rs.q[i]
-		m := x.mirrorFor(q.Policy)
+		m := x.mirrorFor(q, at)
 		if m == nil {
 			continue
 		}
