@@ -465,14 +465,20 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 		}
 		m.othersAt = now
 	}
-	if early := m.earlyReset(now, r, inflight); (m.kind == kindWindow || m.kind == kindUnknown) && m.leftAt != 0 && adm > max(m.rollAdm, m.leftAdm) &&
+	if early := m.earlyReset(now, r, inflight); (m.kind == kindWindow || m.kind == kindUnknown) && m.leftAt != 0 && adm > max(m.rollAdm, m.leftSeen) &&
 		int64(r) > m.readLeft()+inflight+2 && (int64(r)+inflight+2 >= int64(m.depth) || early) {
 		// The count came back before the reset the key knew of: that one
 		// was known late (whole seconds are late by up to one), and has
 		// passed. This answer's reset is the next. Others may have spent
 		// some of the new window already: a count that comes back within
 		// the second its reset was known to, to half the most it held or
-		// more, is taken for the reset (see earlyReset).
+		// more, is taken for the reset (see earlyReset). Only a request
+		// sent after the answer that said what was left can show so:
+		// one sent with it may have reached the server first, its count
+		// read before, and its answer come after (regression, found in
+		// review: a window of 10 a minute, 16 workers, the answers to
+		// requests sent together read out of order as a reset at every
+		// window, up to 18 requests sent into a window of 10).
 		m.resetAt, m.left, m.leftAdm, m.leftSeen, m.leftAt, m.tested, m.rolled = 0, r, adm, admitted, now, false, false
 		m.bare, m.bareOther, m.bareLast = 0, 0, 0
 		if early {
@@ -723,8 +729,10 @@ func (m *told) rollover(now time.Duration, admitted uint64) {
 		// idle, 16 at once and 6 refused; at the reset of a minute's
 		// policy, the second's was given back at each admission, 1-6
 		// refused). A window told by X-RateLimit-*, whose period is
-		// not stated, is not moved so, and still lets its line go after
-		// such a spell: not fixed yet.
+		// not stated, is not moved so: once what it gave back is spent,
+		// the answers on their way tell the next reset (see lowerBound),
+		// but a window of 2 s or less still lets its line go after such
+		// a spell: not fixed yet.
 		m.resetAt += (now - m.resetAt) / m.period * m.period
 	}
 	whole := m.limit
@@ -1192,11 +1200,17 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 		return max(now, from+(m.resetAt-from)/8)
 	case m.resetAt > now:
 		return m.resetAt
-	case m.longest == 0 && m.resetAt == 0 && inflight > 0:
+	case m.resetAt == 0 && inflight > 0 && (m.longest == 0 || m.longest > coarseWait):
 		// Spent, and no reset ever told (Shopify's call limit, a leaky
 		// bucket, says only how full it is): the answers on their way
 		// read it again (regression, found in review: every waiting
-		// request went, one 429 each, 2.6-12% of the requests).
+		// request went, one 429 each, 2.6-12% of the requests). So too
+		// once the reset of a window longer than a reset's whole-second
+		// doubt passed, its length not stated (X-RateLimit-*): the next
+		// reset is not known until a reading of the new window comes,
+		// and what this one gave back is spent (regression, found in
+		// review: a window of 3 a minute, 16 workers waiting at its
+		// reset, drew 12 requests into the new window, 9 refused).
 		return holdsForAnswer
 	}
 	return now // nothing known holds it: its answer will say more
