@@ -186,6 +186,14 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 	// ok: the server took the request (a 5xx says nothing about the pace).
 	ok := resp != nil && h.signal == signalNone && resp.StatusCode < http.StatusInternalServerError
 	failed := h.signal == signalUnavailable
+	if ks.health.outage && (resp != nil || failed) && now.Sub(ks.pausedUntil()) > outageForget {
+		// The outage's last pause ended over a minute ago and no probe
+		// came since (its job stopped): it is forgotten, as its record of
+		// answers is (see health.push), and this answer is judged afresh
+		// (found in review: an isolated 503 an hour later, the first
+		// answer since, paused the whole key for its Retry-After).
+		ks.health.outage = false
+	}
 	outage := (resp != nil || failed) && ks.health.record(mono, failed, h.throttled() && !ks.stale(tk))
 	if h.signal != signalNone {
 		ks.count(resp, h) // (a 503 is a signal too)

@@ -435,3 +435,63 @@ func TestAFarRetryAfterDuringALearnedPausePausesTheKey(t *testing.T) {
 		})
 	}
 }
+
+// An outage the key never saw end (its job stopped during it) is forgotten
+// with its record of answers: an isolated 503 an hour later delays only its
+// own retry. Regression, found in review: the outage was still on, and
+// that 503, the first answer since, paused the whole key for its
+// Retry-After; a request beside it took 9.97 s, not 10 ms.
+func TestAnOutageLongOverIsForgotten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var down atomic.Bool
+		down.Store(true)
+		var n atomic.Int64
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(ms(10))
+			if down.Load() || r.URL.Path == "/unlucky" {
+				ra := "1"
+				if r.URL.Path == "/unlucky" {
+					ra = "10"
+				}
+				return reply(r, http.StatusServiceUnavailable, "Retry-After", ra), nil
+			}
+			n.Add(1)
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		for range 5 { // POSTs: never retried; the fifth begins an outage
+			_, err := status(t, rt, http.MethodPost, "http://o.test/")
+			require.NoError(t, err)
+		}
+		require.EqualValues(t, 1, rt.Stats().Keys["o.test"].Outages)
+		down.Store(false)
+		time.Sleep(time.Hour) // the job stopped; the server is back; nothing is sent
+
+		// One unlucky 503 (Retry-After: 10 s this time) among requests to a healthy server.
+		start := time.Now()
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			req := newReq(t, t.Context(), http.MethodPost, "http://o.test/unlucky")
+			resp, err := rt.RoundTrip(req)
+			if assert.NoError(t, err) {
+				resp.Body.Close()
+			}
+		})
+		synctest.Wait()
+		var took []time.Duration
+		for range 3 {
+			time.Sleep(ms(50))
+			s := time.Now()
+			require.NoError(t, do(t, rt, "http://o.test/ok"))
+			took = append(took, time.Since(s))
+		}
+		wg.Wait()
+		st := rt.Stats().Keys["o.test"]
+		t.Logf("after the idle hour: requests beside the 503 took %v; pauses %d (began %v ago)", took, st.Pauses, time.Since(start))
+		for _, d := range took {
+			assert.Less(t, d, 100*time.Millisecond, "an isolated 503 delays only its own retry")
+		}
+		assert.EqualValues(t, 1, st.Pauses, "no pause but the outage's")
+	})
+}
