@@ -140,10 +140,14 @@ func basicHolds(v string, in func(string) bool) bool {
 // secretName reports whether a header or query parameter of this name
 // carries a credential: Authorization, Proxy-Authorization, Cookie, and
 // every name that speaks of a key, token, secret, session, password,
-// signature or credential (X-Api-Key, X-Auth-Token, access_token, ...).
+// signature or credential (X-Api-Key, X-Auth-Token, access_token, ...),
+// in short too: an Azure SAS token's "sig", a password's "pwd" or "pass"
+// (found in review: a key of such a URL was shown as it was). A name that
+// only happens to hold one ("design", "compass") hides a key that holds its
+// value: more is hidden, never less.
 func secretName(name string) bool {
 	name = strings.ToLower(name)
-	for _, w := range [...]string{"auth", "cookie", "key", "token", "secret", "session", "passw", "signature", "credential"} {
+	for _, w := range [...]string{"auth", "cookie", "key", "token", "secret", "session", "pass", "pwd", "sig", "credential"} {
 		if strings.Contains(name, w) {
 			return true
 		}

@@ -169,3 +169,34 @@ func TestKeysShownAsTheyAre(t *testing.T) {
 	assert.NotEqual(t, with("a"), with("b"))
 	assert.NotEqual(t, with("ab"), with("a", "b"), "values are kept apart")
 }
+
+// A key made of the request's URL, query and all, holds a credential when
+// the query carries one under a short name: an Azure SAS token's "sig" (its
+// HMAC signature, which grants access until the token expires), a
+// password as "pwd" or "pass". Regression, found in review: such a key was
+// shown as it is in errors and Stats.
+func TestKeysHideCredentialsOfShortQueryNames(t *testing.T) {
+	const cred = "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA"
+	for _, u := range []string{
+		"https://acct.blob.core.windows.net/c/b.txt?sv=2022-11-02&se=2026-01-01&sr=b&sp=r&sig=" + cred,
+		"https://h.test/api?user=bob&pwd=" + cred,
+		"https://h.test/api?user=bob&pass=" + cred,
+	} {
+		t.Run(u[strings.LastIndexByte(u, '&')+1:][:4], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					return reply(r, http.StatusTooManyRequests, "Retry-After", "60"), nil
+				}), throttle.WithRetry(throttle.Retry{MaxAttempts: 1}),
+					throttle.WithKey(func(r *http.Request) string { return r.URL.String() }))
+				defer rt.Close()
+				require.NoError(t, do(t, rt, u)) // the 429: the key pauses a minute
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				err := doCtx(t, ctx, rt, u)
+				require.ErrorIs(t, err, throttle.ErrWouldExceedDeadline)
+				assert.NotContains(t, err.Error(), cred, "the error")
+				assert.NotContains(t, fmt.Sprint(rt.Stats().Keys), cred, "Stats")
+			})
+		})
+	}
+}
