@@ -94,11 +94,13 @@
 // it is paused (a pause longer than MaxRetryAfter too, until it ends); while
 // its token bucket has not filled again since its last request (Burst/Rate at
 // most); while one of its Windows still counts a request (for Per after the
-// request's answer: an hour, for an hourly quota); and for a minute after its
-// pace or windows were last adapted. An idle key is not dropped at once:
-// idle keys are swept out as new keys arrive, each time the number of live
-// keys has doubled (from 1,024 on), and a key used since the last sweep is
-// spared once, so at most about twice the keys in use are live.
+// request's answer: an hour, for an hourly quota); while its server's quota
+// headers say part of their window is spent, until its reset; and for a
+// minute after its pace or windows were last adapted. An idle key is not
+// dropped at once: idle keys are swept out as new keys arrive, each time
+// the number of live keys has doubled (from 1,024 on), and a key used since
+// the last sweep is spared once, so at most about twice the keys in use are
+// live.
 //
 // A live key costs about 360 bytes unpaced, 440 with a token bucket and 570
 // with a window, plus some 20 bytes for each request a window still counts,

@@ -378,6 +378,13 @@ func (ks *keyState) idle(now time.Time, mono time.Duration) bool {
 		if m.lowerBound(mono, ks.admitted, 0, 0, 1) > mono {
 			return false // the server's count holds it back
 		}
+		if m.kind != kindBucket && m.resetAt > mono && m.tokens(mono, 0) < float64(m.limit) {
+			// The server's window still counts what was spent of it, until
+			// its reset: a key dropped now would send the line as if it
+			// were whole (found in review: told 2 remain until the reset
+			// an hour away, a sweep let 5 go, 3 refused).
+			return false
+		}
 	}
 	for i := range ks.wins {
 		if !ks.wins[i].expired(mono) {

@@ -5,11 +5,13 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/throttlehttp/throttle"
 )
@@ -139,4 +141,58 @@ func TestReorderedAnswersAreNoEarlyReset(t *testing.T) {
 		}
 		assert.Zero(t, srv.refused, "requests refused")
 	})
+}
+
+// A key whose server said, in its quota headers, that only 2 requests
+// remain in its hourly window is not forgotten while that window runs: a
+// sweep that drops it lets the next requests go as if the quota were
+// whole, and the server refuses them (regression, found in review: 3 of 5
+// refused).
+func TestAServersCountOutlivesASweep(t *testing.T) {
+	for _, sweep := range []bool{false, true} {
+		t.Run(fmt.Sprint("sweep=", sweep), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				var mu sync.Mutex
+				used := 0
+				var refused atomic.Int64
+				base := rtFunc(func(r *http.Request) (*http.Response, error) {
+					if r.URL.Host != "q.test" {
+						return reply(r, http.StatusOK), nil
+					}
+					time.Sleep(50 * time.Millisecond) // on the wire: the five go together
+					mu.Lock()
+					defer mu.Unlock()
+					reset := strconv.Itoa(int((time.Hour - time.Since(start)).Seconds()))
+					if used >= 5 {
+						refused.Add(1)
+						return reply(r, http.StatusTooManyRequests, "Retry-After", reset,
+							"X-RateLimit-Limit", "5", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", reset), nil
+					}
+					used++
+					return reply(r, http.StatusOK, "X-RateLimit-Limit", "5",
+						"X-RateLimit-Remaining", strconv.Itoa(5-used), "X-RateLimit-Reset", reset), nil
+				})
+				rt := throttle.New(base)
+				defer rt.Close()
+				for range 3 {
+					require.NoError(t, do(t, rt, "http://q.test/"))
+				}
+				time.Sleep(time.Second)
+				if sweep {
+					for i := range 2100 { // two sweeps: the second drops what the first spared
+						require.NoError(t, do(t, rt, fmt.Sprintf("http://k%d.test/", i)))
+					}
+				}
+				_, live := rt.Stats().Keys["q.test"]
+				t.Logf("q.test live after the other keys: %v", live)
+				var wg sync.WaitGroup
+				for range 5 {
+					wg.Go(func() { _ = do(t, rt, "http://q.test/") })
+				}
+				wg.Wait()
+				assert.Zero(t, refused.Load(), "requests the server refused: its headers said 2 remain until the reset")
+			})
+		})
+	}
 }
