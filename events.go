@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -164,6 +165,9 @@ func (e Event) LogValue() slog.Value {
 // event is made without one.
 func (r *request) emit(e Event) {
 	e.Key, e.Method, e.URL, e.Context = r.ks.name(), r.req.Method, r.url(), r.ctx
+	if e.Err != nil {
+		e.Err = r.shownErr(e.Err)
+	}
 	if e.Method == "" {
 		e.Method = http.MethodGet // as net/http reads an empty one
 	}
@@ -183,6 +187,68 @@ func (r *request) url() string {
 	}
 	return r.shown
 }
+
+// shownErr is err as events show it: without the user info, query or
+// fragment of the request's URL, or of its attempt's (Retry.Prepare may
+// sign it), which the base's error may name (a *url.Error, as a base built
+// on an http.Client returns, says the URL whole; found in review: Event.URL
+// dropped them, and Event.Err and its log line showed them). A *url.Error
+// is shown as a copy with its URL so cut (errors.As finds that copy);
+// another error naming them, by a redactedError with its message so cut,
+// which unwraps to it and is a timeout when it is.
+func (r *request) shownErr(err error) error {
+	secret := func(u *url.URL) bool { return u != nil && (u.User != nil || u.RawQuery != "" || u.Fragment != "") }
+	sent := r.sentURL
+	if sent == r.req.URL || !secret(sent) {
+		sent = nil
+	}
+	if !secret(r.req.URL) && sent == nil {
+		return err
+	}
+	scrub := func(m string) string {
+		for _, u := range [...]*url.URL{sent, r.req.URL} {
+			if !secret(u) {
+				continue
+			}
+			for _, s := range [...]string{u.String(), u.Redacted()} {
+				m = strings.ReplaceAll(m, s, r.url())
+			}
+			// What is left, in another form: the parts themselves.
+			if u.RawQuery != "" {
+				m = strings.ReplaceAll(m, "?"+u.RawQuery, "")
+			}
+			if u.Fragment != "" {
+				m = strings.ReplaceAll(m, "#"+u.EscapedFragment(), "")
+			}
+			if u.User != nil {
+				m = strings.ReplaceAll(m, u.User.String()+"@", "")
+			}
+		}
+		return m
+	}
+	if ue, ok := err.(*url.Error); ok && scrub(ue.Err.Error()) == ue.Err.Error() {
+		if u := scrub(ue.URL); u != ue.URL {
+			shown := *ue
+			shown.URL = u
+			return &shown
+		}
+		return err
+	}
+	if msg := err.Error(); scrub(msg) != msg {
+		return &redactedError{scrub(msg), err}
+	}
+	return err
+}
+
+// redactedError is an error shown with another message (see shownErr).
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+func (e *redactedError) Timeout() bool { return isTimeout(e.err) }
 
 // lastURLs holds the URL events last showed, one per P: a pool's own slot
 // of each P is taken and given back without a lock or an allocation, where

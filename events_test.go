@@ -1,11 +1,13 @@
 package throttle_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"syscall"
@@ -291,4 +293,69 @@ func TestEventLogValue(t *testing.T) {
 		return a
 	}})).Info("throttle", "event", e)
 	assert.Equal(t, "level=INFO msg=throttle event.kind=waited event.key=api.test event.method=GET event.url=https://api.test/x event.attempt=1 event.wait=250ms event.limit=rate\n", b.String())
+}
+
+// A base RoundTripper's error that names the request's URL (a *url.Error,
+// as a base built on an http.Client returns) carries its query and user
+// info: events and their log lines show it as it is, where Event.URL
+// drops them for holding credentials. So too the URL of a retry that
+// Retry.Prepare signed. Regression, found in review: Event.Err and its
+// log line showed the user info, the API key and the fragment.
+func TestEventsShowNoCredentialOfTheBasesError(t *testing.T) {
+	const token = "sk_live_9f8e7d6c5b4a3210"
+	const sig = "c2lnbmF0dXJlLW9mLXRoZS1yZXRyeQ"
+	for _, tt := range []struct {
+		prepare, urlError bool
+	}{{false, true}, {true, true}, {false, false}, {true, false}} {
+		prepare := tt.prepare
+		t.Run(fmt.Sprint("prepare=", prepare, "/url.Error=", tt.urlError), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var logs bytes.Buffer
+				var mu sync.Mutex
+				log := slog.New(slog.NewTextHandler(&logs, nil))
+				var errs []string
+				var found []string // the URL of the *url.Error errors.As finds in each Event.Err
+				retry := throttle.Retry{MaxAttempts: 2}
+				if prepare {
+					retry.Prepare = func(r *http.Request, attempt int) error {
+						q := r.URL.Query()
+						q.Set("X-Amz-Signature", sig)
+						r.URL.RawQuery = q.Encode()
+						return nil
+					}
+				}
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					if !tt.urlError {
+						return nil, fmt.Errorf("fetching %s: %w", r.URL, syscall.ECONNRESET)
+					}
+					return nil, &url.Error{Op: "Get", URL: r.URL.String(), Err: errors.New("connection reset by peer")}
+				}), throttle.WithRetry(retry), throttle.WithEvents(func(e throttle.Event) {
+					mu.Lock()
+					defer mu.Unlock()
+					log.Info("throttle", "event", e)
+					if e.Err != nil {
+						errs = append(errs, e.Err.Error())
+						if ue := (*url.Error)(nil); errors.As(e.Err, &ue) {
+							found = append(found, ue.URL)
+						}
+					}
+				}))
+				defer rt.Close()
+				err := do(t, rt, "https://bob:"+token+"@api.test/v1/items?api_key="+token+"#"+token)
+				require.Error(t, err)
+				require.NotEmpty(t, errs)
+				for _, secret := range []string{token, sig} {
+					assert.NotContains(t, logs.String(), secret, "the events' log lines")
+					for _, e := range errs {
+						assert.NotContains(t, e, secret, "an Event's Err")
+					}
+					for _, u := range found {
+						assert.NotContains(t, u, secret, "the *url.Error in an Event's Err")
+					}
+				}
+				assert.Contains(t, errs[0], "https://api.test/v1/items", "the URL as events show it")
+				assert.Equal(t, tt.urlError, len(found) == len(errs), "a *url.Error is shown as one")
+			})
+		})
+	}
 }

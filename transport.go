@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -246,6 +247,8 @@ type request struct {
 	shown  string                      // the URL as events show it, once an event needs it
 	tk     ticket                      // the attempt's (filled in place: admit, send and judge take its address)
 
+	sentURL *url.URL // the URL of the attempt last sent (Retry.Prepare may sign it): see shownErr
+
 	held    bool // it holds a reference to ks (see release)
 	noRetry bool // the request's NoRetry option
 
@@ -301,7 +304,7 @@ func (r *request) do() (*http.Response, error) {
 		if r.t.cfg.events != nil {
 			r.admitted(attempt, tk)
 		}
-		r.unsent = nil
+		r.unsent, r.sentURL = nil, send.URL
 		resp, err := r.send(send)
 		r.inHand = resp
 		if r.plain(tk, resp) {

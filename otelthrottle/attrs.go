@@ -328,5 +328,11 @@ func errorType(err error) string {
 	case errors.Is(err, context.Canceled):
 		return "canceled"
 	}
-	return fmt.Sprintf("%T", err)
+	t := fmt.Sprintf("%T", err)
+	if w, ok := err.(interface{ Unwrap() error }); ok && t == "*throttle.redactedError" {
+		// The base's error, its message without the URL's credentials
+		// (throttle's events show it so): named by the base's type.
+		return errorType(w.Unwrap())
+	}
+	return t
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"syscall"
 	"testing"
@@ -227,4 +228,33 @@ func TestOneServerOneSeries(t *testing.T) {
 		"http.request.method=GET,http.response.status_code=200,server.address=api.example.com,server.port=443":    "3",
 		"http.request.method=_OTHER,http.response.status_code=200,server.address=api.example.com,server.port=443": "2",
 	}, collect(t, reader)["throttle.attempts"])
+}
+
+// The base's error that names the request's URL, query and all, keeps its
+// own type in error.type, however throttle's events show its message
+// (without the query: a *url.Error as a copy, another error wrapped).
+func TestErrorTypeOfAnErrorNamingTheURL(t *testing.T) {
+	for _, tt := range []struct {
+		err  func(u *url.URL) error
+		want string
+	}{
+		{func(u *url.URL) error {
+			return &url.Error{Op: "Post", URL: u.String(), Err: errors.New("connection reset by peer")}
+		}, "*url.Error"},
+		{func(u *url.URL) error { return fmt.Errorf("dialing %s: %w", u, errors.ErrUnsupported) }, "*fmt.wrapError"},
+	} {
+		t.Run(tt.want, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m, reader := newMetrics(t)
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					return nil, tt.err(r.URL)
+				}), throttle.WithEvents(m.Events(nil)))
+				defer rt.Close()
+				_, _ = get(context.Background(), t, rt, http.MethodPost, "https://api.example.com/x?api_key=s3cr3t-0123456789")
+				assert.Equal(t, map[string]string{
+					"error.type=" + tt.want + ",http.request.method=POST,server.address=api.example.com,server.port=443": "1",
+				}, collect(t, reader)["throttle.attempts"])
+			})
+		})
+	}
 }
