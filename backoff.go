@@ -87,10 +87,15 @@ type Retry struct {
 	// will send: a copy of the caller's request made for this retry (its
 	// Header cloned, its body a fresh one from GetBody), which it may
 	// change (a new token, a new signature, a header saying which retry it
-	// is). The caller's request is never modified. attempt is the retry's
-	// number: 2 for the first. An error ends retrying: the caller gets the
-	// last answer, or the last error, and EventGaveUp says why. nil: each
-	// retry sends the caller's request, its body from GetBody.
+	// is). It is called once the retry has its turn at the key, just
+	// before it is sent, so that what it makes is fresh then; the retry's
+	// turn (its tokens, window entries and in-flight slot) waits for it,
+	// and is given back if it fails. The caller's request is never
+	// modified. attempt is the retry's number: 2 for the first. An error
+	// ends retrying: the caller gets the last answer (its body drained
+	// while the retry waited, as when a retry is refused at once), or the
+	// last error, and EventGaveUp says why. nil: each retry sends the
+	// caller's request, its body from GetBody.
 	Prepare func(req *http.Request, attempt int) error
 
 	// NewBackOff, if set, makes a request's backoff, when the request
@@ -253,4 +258,13 @@ func (b *budget) spend(mono time.Duration, ratio float64, floor int) bool {
 	}
 	b.retries[i]++
 	return true
+}
+
+// refund gives back a retry spend took at mono, unless its ten seconds
+// have left the minute since.
+func (b *budget) refund(mono time.Duration) {
+	slot := int64(mono / budgetSpan)
+	if i := slot % budgetBuckets; slot > b.slot-budgetBuckets && b.retries[i] > 0 {
+		b.retries[i]--
+	}
 }

@@ -317,15 +317,7 @@ func (r *request) admitted(attempt int, tk *ticket) {
 	done := false
 	defer func() {
 		if !done {
-			r.t.unsend(r.ks, tk, false)
-			ks := r.ks
-			ks.mu.Lock()
-			ks.stats.Attempts-- // never sent (found in review: it was counted)
-			ks.troubled().stats.refunded += int64(tk.cost)
-			if ks.lim != nil {
-				giveTokens(ks.lim, time.Now(), int(tk.cost))
-			}
-			ks.mu.Unlock()
+			r.unadmit(tk)
 		}
 	}()
 	if tk.asked {
@@ -335,6 +327,22 @@ func (r *request) admitted(attempt int, tk *ticket) {
 		r.emit(Event{Kind: EventWaited, Attempt: attempt, Wait: tk.waited, Limit: tk.heldBy, Cost: r.cost})
 	}
 	done = true
+}
+
+// unadmit gives back all that the attempt tk, admitted but never sent,
+// holds (see unsend), its pacer's tokens and its units too (found in
+// review 45: the next request waited a whole turn more, and Units counted
+// the attempt).
+func (r *request) unadmit(tk *ticket) {
+	r.t.unsend(r.ks, tk, false)
+	ks := r.ks
+	ks.mu.Lock()
+	ks.stats.Attempts-- // never sent (found in review: it was counted)
+	ks.troubled().stats.refunded += int64(tk.cost)
+	if ks.lim != nil {
+		giveTokens(ks.lim, time.Now(), int(tk.cost))
+	}
+	ks.mu.Unlock()
 }
 
 // refused tells a request that ended without being sent: err is a

@@ -204,7 +204,9 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 		ks.mu.Unlock()
 		return fail(holder{}, time.Time{}, ErrClosed)
 	}
-	if ks.pol.Queue > 0 && !retry && int(ks.waiting) >= ks.pol.Queue {
+	if ks.pol.Queue > 0 && int(ks.waiting) >= ks.pol.Queue {
+		// A retry too: the queue holds at most Queue, and a retry refused
+		// so ends retrying with its last response (see endsRetrying).
 		ks.mu.Unlock()
 		return fail(holder{limit: LimitQueue}, time.Time{}, ErrQueueFull)
 	}

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -477,5 +480,222 @@ func TestGaveUpAfterOneAttempt(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, []string{"1 attempt"}, reasons)
+	})
+}
+
+// A leaky bucket of Queue 1 holds at most one waiting request, and a retry
+// that finds it full is refused at once, the caller getting its last
+// response (Policy.Queue, Retry, Transport: "a retry refused at once (its
+// turn known to come too late, its queue full)"). A gets a 503 at 0 s and
+// its retry comes back at 1 s, while B waits for its turn at 2 s (C, at
+// 0.2 s, found the queue full). Regression, found in review: retries were
+// never refused for a full queue; A's retry was sent, B pushed to 4 s.
+func TestRetryFindingTheQueueFullIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		sentAt := map[string][]time.Duration{}
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			sentAt[r.URL.Path] = append(sentAt[r.URL.Path], time.Since(start))
+			if r.URL.Path == "/a" && len(sentAt["/a"]) == 1 {
+				return reply(r, http.StatusServiceUnavailable, "Retry-After", "1"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		}), throttle.WithPolicy(throttle.Policy{Rate: 0.5, Queue: 1}))
+		defer rt.Close()
+
+		codes := make(chan int, 2)
+		get := func(path string) {
+			resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://q.test"+path))
+			if !assert.NoError(t, err, path) {
+				codes <- 0
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}
+		aDone := make(chan int, 1)
+		go func() {
+			resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://q.test/a"))
+			if !assert.NoError(t, err) {
+				aDone <- 0
+				return
+			}
+			resp.Body.Close()
+			aDone <- resp.StatusCode
+		}()
+		time.Sleep(100 * time.Millisecond)
+		go get("/b") // waits for its turn at 2 s: the queue is full
+		time.Sleep(100 * time.Millisecond)
+		require.ErrorIs(t, do(t, rt, "http://q.test/c"), throttle.ErrQueueFull, "the queue of 1 is full")
+
+		time.Sleep(1300 * time.Millisecond) // 1.5 s: A's retry came back at 1 s
+		assert.LessOrEqual(t, rt.Stats().Keys["q.test"].Queued, 1, "a leaky bucket of Queue 1 holds one waiting request at most")
+
+		assert.Equal(t, http.StatusServiceUnavailable, <-aDone, "A's retry found the queue full: A gets its 503")
+		assert.Equal(t, http.StatusOK, <-codes)
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, []time.Duration{2 * time.Second}, sentAt["/b"], "B goes at its turn, 1/Rate after A")
+		assert.Len(t, sentAt["/a"], 1, "A was sent once")
+	})
+}
+
+// The retry budget counts retries made: a retry that Retry.Prepare (or
+// GetBody) refused was never sent, and spends nothing. With Budget 0.5 and
+// no floor, three first attempts allow one retry a minute; /1's retry is
+// refused by Prepare, so /2's 503 may still be retried. Regression, found
+// in review: the refused retry spent the budget, and /2 got its 503.
+func TestARetryNeverMadeSpendsNoBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		seen := map[string]int{}
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen[r.URL.Path]++
+			if r.URL.Path != "/0" && seen[r.URL.Path] == 1 {
+				return reply(r, http.StatusServiceUnavailable), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithRetry(throttle.Retry{Budget: 0.5, BudgetFloor: -1,
+			Prepare: func(req *http.Request, _ int) error {
+				if req.URL.Path == "/1" {
+					return errors.New("no fresh token")
+				}
+				return nil
+			}}))
+		defer rt.Close()
+		for _, p := range []string{"/0", "/1", "/2"} {
+			resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://b.test"+p))
+			require.NoError(t, err)
+			resp.Body.Close()
+			if p == "/2" {
+				assert.Equal(t, http.StatusOK, resp.StatusCode, "/2's 503 is retried: no retry was made this minute")
+			}
+		}
+		st := rt.Stats().Keys["b.test"]
+		t.Logf("Retries %d, GaveUp %d", st.Retries, st.GaveUp)
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, 2, seen["/2"])
+	})
+}
+
+// A retry refused at once ends retrying "with the last response", and for
+// a network error, with the last error, wrapped, as every other end of
+// retrying gives it (Retry). A's GET meets a connection reset at 0 s, its
+// retry waits a second; at 0.5 s B's 429 pauses the key for 600 s, past
+// MaxRetryAfter, and A's retry is refused at once: A's caller must still
+// see the reset it met (the refusal may say why retrying ended).
+// Regression, found in review: it got the refusal alone.
+func TestARetryRefusedAtOnceKeepsTheLastError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var first atomic.Bool
+		first.Store(true)
+		reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			switch {
+			case r.URL.Path == "/b":
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "600"), nil
+			case first.CompareAndSwap(true, false):
+				return nil, reset
+			}
+			return reply(r, http.StatusOK), nil
+		}), throttle.WithRetry(throttle.Retry{NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Second) }}))
+		defer rt.Close()
+		errs := make(chan error, 1)
+		go func() {
+			resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://h.test/a"))
+			if err == nil {
+				resp.Body.Close()
+			}
+			errs <- err
+		}()
+		time.Sleep(500 * time.Millisecond)
+		resp, err := rt.RoundTrip(newReq(t, throttle.With(context.Background(), throttle.NoRetry()), http.MethodGet, "http://h.test/b"))
+		require.NoError(t, err)
+		resp.Body.Close()
+		err = <-errs
+		require.Error(t, err)
+		t.Logf("A's error: %v", err)
+		assert.ErrorIs(t, err, syscall.ECONNRESET, "the last error, wrapped")
+	})
+}
+
+// Retry.Prepare gives a retry "a new token, a new signature": one made
+// when the retry goes, not when it was planned. A 429 asks for 10 s; a
+// Prepare that stamps the retry (as APIs that refuse a signature older
+// than a few seconds ask: a timestamp inside a receive window) must find
+// its stamp fresh at the base, not 10 s old. Regression, found in review:
+// Prepare ran when the retry was planned, and the stamp was 10 s old.
+func TestPrepareSignsTheRetryWhenItGoes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var ages []time.Duration // how old each retry's stamp was when the base got it
+		n := 0
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			n++
+			if n == 1 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "10"), nil
+			}
+			stamp, err := time.Parse(time.RFC3339Nano, r.Header.Get("X-Signed-At"))
+			require.NoError(t, err)
+			ages = append(ages, time.Since(stamp))
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithRetry(throttle.Retry{
+			Prepare: func(req *http.Request, _ int) error {
+				req.Header.Set("X-Signed-At", time.Now().Format(time.RFC3339Nano))
+				return nil
+			}}))
+		defer rt.Close()
+		resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://sig.test/"))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, ages, 1)
+		assert.Less(t, ages[0], time.Second, "the retry's signature was made %v before it was sent", ages[0])
+	})
+}
+
+// (A guard for the fix of TestPrepareSignsTheRetryWhenItGoes, not
+// a failure of its own.) A Prepare that fails once its retry has its turn
+// gives that turn back: A's retry, admitted at 1 s into a window of 2 per
+// 10 s and a MaxInFlight of 1, is never sent, and B goes at once, not 10 s
+// later; the caller of A gets its 429, and Attempts counts what was sent.
+func TestPrepareThatFailsGivesItsTurnBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var sent []time.Duration
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			sent = append(sent, time.Since(start))
+			if len(sent) == 1 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base,
+			throttle.WithPolicy(throttle.Policy{MaxInFlight: 1, Windows: []throttle.Window{{N: 2, Per: 10 * time.Second}}}),
+			throttle.WithRetry(throttle.Retry{Prepare: func(*http.Request, int) error { return errors.New("no token to be had") }}))
+		defer rt.Close()
+		resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://w.test/a"))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		require.NoError(t, do(t, rt, "http://w.test/b"))
+		require.Len(t, sent, 2, "A's retry was never sent")
+		assert.LessOrEqual(t, sent[1], time.Second, "B goes at once after A gave up, not when the window frees")
+		st := rt.Stats().Total
+		assert.EqualValues(t, 2, st.Attempts)
+		assert.Zero(t, st.Slots)
 	})
 }

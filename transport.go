@@ -249,8 +249,9 @@ type request struct {
 
 	sentURL *url.URL // the URL of the attempt last sent (Retry.Prepare may sign it): see shownErr
 
-	held    bool // it holds a reference to ks (see release)
-	noRetry bool // the request's NoRetry option
+	held     bool      // it holds a reference to ks (see release)
+	budgetAt time.Time // when the retry to come spent the key's retry budget (zero: it did not), until it is sent
+	noRetry  bool      // the request's NoRetry option
 
 	// What a panic on the way puts in order (see tidy).
 	onWire  bool           // tk's attempt is with the base
@@ -265,6 +266,7 @@ type request struct {
 func (r *request) do() (*http.Response, error) {
 	send, now, mono := r.req, r.arrived, r.mono
 	var kept *http.Response // the last response, its body read, while its retry is not yet sent
+	var lastErr error       // or the last error, while its retry is not yet sent
 	for attempt := 1; ; attempt++ {
 		r.unsent = send    // until the base has it
 		var last time.Time // a retry must be admitted by MaxElapsed
@@ -282,7 +284,7 @@ func (r *request) do() (*http.Response, error) {
 		if err != nil {
 			closeBody(send)
 			r.unsent = nil // closed: a panicking events function must not close it again (see tidy)
-			if now, _ = r.t.now(); kept != nil && (endsRetrying(err) || errors.Is(err, ErrMaxElapsed) && now.Before(last)) {
+			if now, _ = r.t.now(); (kept != nil || lastErr != nil) && (endsRetrying(err) || errors.Is(err, ErrMaxElapsed) && now.Before(last)) {
 				// A retry refused at once, its turn known to come too
 				// late (a pause another request began, past the
 				// deadline, MaxRetryAfter or MaxElapsed, before
@@ -293,17 +295,39 @@ func (r *request) do() (*http.Response, error) {
 				// MaxElapsed, where a pause began during the retry's
 				// backoff). A retry still waiting when MaxElapsed
 				// passed fails with ErrMaxElapsed (see Retry).
-				r.retryRefused(attempt, kept, err)
+				// So for a network error: the caller gets it, wrapped,
+				// as at any other end of retrying (found in review: it
+				// got the refusal alone, the error it met lost).
+				why := r.retryRefused(attempt, kept, lastErr, err)
+				if kept == nil {
+					return nil, &triesError{r.gaveUpMsg(attempt-1, why), lastErr}
+				}
 				return kept, nil
 			}
 			r.count(err)
 			r.refused(attempt, err)
 			return nil, err
 		}
-		kept = nil
 		if r.t.cfg.events != nil {
 			r.admitted(attempt, tk)
 		}
+		if attempt > 1 && r.t.cfg.retry.Prepare != nil {
+			// Prepare makes the retry once it has its turn, so that its
+			// token or signature is fresh when it is sent (found in
+			// review: made when the retry was planned, before its
+			// backoff and its wait at the key, it was as old as they
+			// were, 10 s for a 429 asking for 10 s).
+			if why := r.prepare(send, attempt, tk); why != "" {
+				r.refund()
+				r.gaveUp(attempt-1, kept, lastErr, why)
+				if kept == nil {
+					return nil, &triesError{r.gaveUpMsg(attempt-1, why), lastErr}
+				}
+				return kept, nil
+			}
+		}
+		kept, lastErr = nil, nil
+		r.budgetAt = time.Time{} // sent: the retry spent the budget
 		r.unsent, r.sentURL = nil, send.URL
 		resp, err := r.send(send)
 		r.inHand = resp
@@ -330,7 +354,7 @@ func (r *request) do() (*http.Response, error) {
 			r.inHand = nil
 			return resp, err
 		}
-		kept = discard(resp)
+		kept, lastErr = discard(resp), err
 		r.inHand, r.pending = nil, next
 		r.retrying(attempt, resp, err, o.delay)
 		send, r.pending = next, nil
@@ -646,7 +670,7 @@ func attempts(n int) string {
 }
 
 // next returns the request to send for the next attempt, or why not.
-func (r *request) next(attempt int, o *outcome) (*http.Request, string) {
+func (r *request) next(attempt int, o *outcome) (next *http.Request, why string) {
 	cfg := &r.t.cfg.retry
 	h, now := &o.h, o.now
 	deadline, hasDeadline := r.ctx.Deadline()
@@ -668,8 +692,27 @@ func (r *request) next(attempt int, o *outcome) (*http.Request, string) {
 	case !h.throttled() && !r.spend(now):
 		return nil, "the key's retry budget is spent"
 	}
-	if cfg.Prepare != nil {
-		return r.prepared(attempt + 1)
+	if !h.throttled() {
+		// A retry that GetBody or Prepare refuses (or panics in) is never
+		// sent: it spends nothing (found in review: each such refusal
+		// spent the budget, and a later 503 was refused a retry with
+		// none made). See refund.
+		r.budgetAt = now
+		defer func() {
+			if next == nil {
+				r.refund()
+			}
+		}()
+	}
+	return r.replay()
+}
+
+// replay returns the request for the next retry: the caller's, or, with
+// Retry.Prepare, a copy of it for Prepare to make once the retry has its
+// turn (see prepare), with a fresh body from GetBody; or why not.
+func (r *request) replay() (*http.Request, string) {
+	if r.t.cfg.retry.Prepare != nil {
+		return r.cloned()
 	}
 	if r.req.Body == nil || r.req.Body == http.NoBody {
 		return r.req, ""
@@ -678,35 +721,48 @@ func (r *request) next(attempt int, o *outcome) (*http.Request, string) {
 	if gerr != nil {
 		return nil, "GetBody: " + gerr.Error()
 	}
-	next := *r.req // shallow: the caller's request stays untouched
-	next.Body = body
-	return &next, ""
+	copied := *r.req // shallow: the caller's request stays untouched
+	copied.Body = body
+	return &copied, ""
 }
 
-// prepared returns the request of retry number attempt as Retry.Prepare
-// makes it from a copy of the caller's, or why not. Should Prepare panic,
-// the copy's body is closed before the panic goes on.
-func (r *request) prepared(attempt int) (*http.Request, string) {
+// cloned returns the copy of the caller's request that Retry.Prepare will
+// make the next retry of (see prepare), its body fresh from GetBody, or why
+// not.
+func (r *request) cloned() (*http.Request, string) {
 	next := r.req.Clone(r.ctx)
-	var body io.ReadCloser // GetBody's
 	if r.req.Body != nil && r.req.Body != http.NoBody {
-		var err error
-		if body, err = r.req.GetBody(); err != nil {
+		body, err := r.req.GetBody()
+		if err != nil {
 			return nil, "GetBody: " + err.Error()
 		}
 		next.Body = body
 	}
+	return next, ""
+}
+
+// prepare has Retry.Prepare make next, the copy of retry number attempt
+// (see cloned), once the retry, tk, has its turn. Should Prepare fail or
+// panic, neither body is sent: both are closed, and the attempt, admitted
+// but never sent, gives back all it holds (see unadmit); it returns why.
+func (r *request) prepare(next *http.Request, attempt int, tk *ticket) string {
+	var body io.ReadCloser // GetBody's
+	if r.req.Body != nil && r.req.Body != http.NoBody {
+		body = next.Body
+	}
 	ok := false
 	defer func() {
-		if !ok { // Prepare failed or panicked: neither body is sent
+		if !ok {
+			r.unsent = nil // closed here, not again by tidy
 			closeBody(next)
 			if body != nil && next.Body != body {
 				body.Close()
 			}
+			r.unadmit(tk)
 		}
 	}()
 	if err := r.t.cfg.retry.Prepare(next, attempt); err != nil {
-		return nil, "Retry.Prepare: " + err.Error()
+		return "Retry.Prepare: " + err.Error()
 	}
 	ok = true
 	if body != nil && next.Body != body {
@@ -720,7 +776,7 @@ func (r *request) prepared(attempt int) (*http.Request, string) {
 			next.Body = &alsoCloses{next.Body, body}
 		}
 	}
-	return next, ""
+	return ""
 }
 
 // alsoCloses is a request body that closes another with it.
@@ -753,6 +809,20 @@ func (r *request) spend(now time.Time) bool {
 	r.ks.mu.Lock()
 	defer r.ks.mu.Unlock()
 	return r.ks.budget.spend(r.t.since(now), r.t.cfg.retry.Budget, r.t.cfg.retry.BudgetFloor)
+}
+
+// refund gives back the retry that spend took for the retry to come, at
+// r.budgetAt, when that retry is not sent after all, if it did.
+func (r *request) refund() {
+	if r.budgetAt.IsZero() {
+		return
+	}
+	r.ks.mu.Lock()
+	defer r.ks.mu.Unlock()
+	if r.t.cfg.retry.Budget >= 0 {
+		r.ks.budget.refund(r.t.since(r.budgetAt))
+	}
+	r.budgetAt = time.Time{}
 }
 
 // backoff returns the next jittered backoff delay of this request.
@@ -832,13 +902,15 @@ func (r *request) count(err error) {
 // Reason the refusal (regression, found in review 46: it counted as
 // RefusedDeadline with an EventRefused, and GaveUp missed it: 1 and one
 // EventGaveUp for two requests that both ended with a 429).
-func (r *request) retryRefused(attempt int, kept *http.Response, err error) {
+func (r *request) retryRefused(attempt int, kept *http.Response, lastErr, err error) string {
 	why := err.Error()
 	var we *WaitError
 	if errors.As(err, &we) {
 		why = strings.TrimPrefix(why, fmt.Sprintf("throttle: key %q: ", we.Key))
 	}
-	r.gaveUp(attempt-1, kept, nil, "the retry was refused: "+why)
+	why = "the retry was refused: " + why
+	r.gaveUp(attempt-1, kept, lastErr, why)
+	return why
 }
 
 func status(resp *http.Response) int {
