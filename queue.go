@@ -108,6 +108,20 @@ func (ks *keyState) remove(w *waiter) {
 	ks.wakeHead()
 }
 
+// leave takes w out of the line without its going (its context ended, a
+// refusal, Close). A departure the Store booked it is spent there whether
+// or not a request goes (see Store.Reserve): it passes to the waiter
+// behind w, if that one has none and costs no more, so that a cancelled
+// waiter leaves no hole, as without a Store (found in review: a request
+// cancelled while it waited for its booked departure put every request
+// behind it a turn later, a second at 1/s).
+func (ks *keyState) leave(w *waiter) {
+	if nx := w.next; w.booked && nx != nil && !nx.booked && nx.cost <= w.cost {
+		nx.booked, nx.departAt, nx.countedTo, nx.alone = true, w.departAt, w.countedTo, w.alone
+	}
+	ks.remove(w)
+}
+
 func (ks *keyState) wakeHead() {
 	if ks.head != nil {
 		poke(ks.head.wake)
@@ -280,16 +294,27 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 				tk.asked, tk.alone = w.booked, w.alone
 				return nil
 			case !at.After(now): // its turn, but its context ended: take nothing
-				ks.remove(w)
+				ks.leave(w)
 				ks.mu.Unlock()
 				return fail(holder{}, time.Time{}, ctx.Err())
 			}
 			werr := t.refuse(ks, now, 0, pl.cost, deadline, hasDeadline, last, fail)
+			if werr == nil && w.booked && h.limit == LimitStore {
+				// A departure handed over by a waiter that left (see
+				// leave) may come after this one's bounds, which its
+				// own booking would not have.
+				switch {
+				case hasDeadline && at.After(deadline):
+					werr = fail(h, at, ErrWouldExceedDeadline)
+				case !last.IsZero() && at.After(last):
+					werr = fail(h, at, ErrMaxElapsed)
+				}
+			}
 			if werr == nil && !last.IsZero() && !now.Before(last) { // an end not known in advance
 				werr = fail(h, time.Time{}, ErrMaxElapsed)
 			}
 			if werr != nil {
-				ks.remove(w)
+				ks.leave(w)
 				ks.mu.Unlock()
 				return werr
 			}
@@ -308,7 +333,7 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 			err = ErrMaxElapsed
 		}
 		if err != nil {
-			ks.remove(w)
+			ks.leave(w)
 			ks.mu.Unlock()
 			return fail(waitingFor, until, err) // (found in review: Until was zero when it was known)
 		}
@@ -321,7 +346,7 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 			// context's error). The head checks at every wake.
 			w.recheck = false
 			if werr := t.refuse(ks, now, ks.ahead(w), pl.cost, deadline, hasDeadline, last, fail); werr != nil {
-				ks.remove(w)
+				ks.leave(w)
 				ks.mu.Unlock()
 				return werr
 			}

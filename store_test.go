@@ -736,3 +736,102 @@ func TestADeadlineBehindAHeadTheStoreBookedFailsAtOnce(t *testing.T) {
 		assert.EqualValues(t, 1, rt.Stats().Keys["api.test"].RefusedDeadline)
 	})
 }
+
+// A request cancelled while it waits for the departure the Store booked it
+// leaves no hole, as the README promises of the leaky bucket ("a cancelled
+// waiter leaves no hole: those behind it move up") and as a Transport alone
+// does: the one behind it goes at that departure, not a turn later.
+// Regression, found in review: the Store counts a booking as spent whether
+// or not its request goes, and the requests behind went a turn late.
+func TestACancelledBookedHeadLeavesNoHole(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    throttle.Policy
+	}{
+		{"queue", throttle.Policy{Rate: 1, Queue: 10}},
+		{"bucket", throttle.Policy{Rate: 1, Burst: 1}},
+	} {
+		for _, withStore := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/store=%v", tc.name, withStore), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					base := newRecorder()
+					opts := []throttle.Option{throttle.WithPolicy(tc.p)}
+					if withStore {
+						opts = append(opts, throttle.WithStore(throttle.NewMemoryStore()))
+					}
+					rt := throttle.New(base, opts...)
+					defer rt.Close()
+					// Another client of the quota (another process's
+					// Transport, or this one without a Store) sends first.
+					other := rt
+					if withStore {
+						other = throttle.New(base, opts...)
+						defer other.Close()
+					}
+					require.NoError(t, do(t, other, "http://api.example/first")) // at 0
+					var wg sync.WaitGroup
+					// Five requests wait in line, each cancelled by its caller
+					// at 0.5 s, and five more behind them.
+					ctx, cancel := context.WithCancel(context.Background())
+					for i := range 5 {
+						wg.Go(func() {
+							assert.ErrorIs(t, doCtx(t, ctx, rt, fmt.Sprint("http://api.example/cancelled/", i)), context.Canceled)
+						})
+						synctest.Wait()
+					}
+					for i := range 5 {
+						wg.Go(func() { assert.NoError(t, do(t, rt, fmt.Sprint("http://api.example/kept/", i))) })
+						synctest.Wait()
+					}
+					time.Sleep(500 * time.Millisecond)
+					cancel()
+					wg.Wait()
+					times := base.times()
+					require.Len(t, times, 6)
+					want := []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second, 5 * time.Second}
+					assert.Equal(t, want, times, "sending times")
+				})
+			})
+		}
+	}
+}
+
+// A 429 whose RoundTrip a user callback panics in (an event handler, or
+// Retry.ShouldRetry) still pauses the other Transports sharing the key:
+// the key that met it is paused, and the Store is told, as without the
+// panic. Regression, found in review: the Store was told after the user's
+// code, and the other Transport sent at once, into the refusal.
+func TestAPanickingCallbackStillSharesThePause(t *testing.T) {
+	for _, where := range []string{"events", "ShouldRetry"} {
+		t.Run(where, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := throttle.NewMemoryStore()
+				start := time.Now()
+				base := newRecorder()
+				refuse := rtFunc(func(r *http.Request) (*http.Response, error) {
+					return reply(r, http.StatusTooManyRequests, "Retry-After", "5"), nil
+				})
+				pol := throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 10})
+				opts := []throttle.Option{pol, throttle.WithStore(store)}
+				retry := throttle.Retry{MaxAttempts: 1}
+				if where == "events" {
+					opts = append(opts, throttle.WithEvents(func(e throttle.Event) {
+						if e.Kind == throttle.EventThrottled {
+							panic("user code")
+						}
+					}))
+				} else {
+					retry.ShouldRetry = func(*http.Response, error, bool) bool { panic("user code") }
+				}
+				a := throttle.New(refuse, append(opts, throttle.WithRetry(retry))...)
+				b := throttle.New(base, pol, throttle.WithStore(store))
+				defer a.Close()
+				defer b.Close()
+				assert.PanicsWithValue(t, "user code", func() { _ = do(t, a, "http://api.example/x") })
+				require.NoError(t, do(t, b, "http://api.example/x"))
+				require.Len(t, base.times(), 1)
+				assert.GreaterOrEqual(t, time.Since(start), 5*time.Second, "the other Transport waited out the pause")
+			})
+		})
+	}
+}

@@ -465,6 +465,13 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 		shared = ks.storePolicy()
 	}
 	ks.mu.Unlock()
+	if sharing {
+		// Told even if the user's code below panics (WithCost's, events,
+		// ShouldRetry): the key has learned it, and the other Transports
+		// must (found in review: a panicking event handler on a 429 left
+		// the others sending through its Retry-After).
+		defer r.t.share(r.ctx, r.ks, &shared, o.ls, o.now)
+	}
 	if tied {
 		holdSlot(resp, ks)
 	}
@@ -489,9 +496,6 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 	}
 	if r.t.cfg.events != nil {
 		r.told(attempt, resp, err, o)
-	}
-	if sharing {
-		r.t.share(r.ctx, r.ks, &shared, o.ls, o.now)
 	}
 }
 
