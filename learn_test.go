@@ -1709,3 +1709,59 @@ func TestALoneRefusalDoesNotStopABucketsFirstGuess(t *testing.T) {
 		assert.Greater(t, float64(st.Rate), 80.0, "the pace found the bucket's rate")
 	})
 }
+
+// A key used by an hourly job (100 requests, 4 workers, each request with
+// a 5 s timeout) against a server that takes all it is sent: the 4th job
+// draws one 429 (Retry-After: 1). Its first guess (rule 1) must be what the
+// server took while the key was sending, not the answers of the last three
+// hours spread over those hours: fresh, the same job learns 259 a second
+// and loses nothing. Regression, found in review: the guess was 0.1 a
+// second, and 86 of the job's 100 requests, then 98 of every later job's,
+// failed for their deadlines.
+func TestFirstGuessCountsNoIdleHours(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n, refuseAt atomic.Int64
+		refuseAt.Store(-1)
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(20 * time.Millisecond)
+			if n.Add(1) == refuseAt.Load() {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "1"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		}))
+		defer rt.Close()
+		hourly := func() (failed int64) {
+			var wg sync.WaitGroup
+			var f atomic.Int64
+			for w := range 4 {
+				wg.Go(func() {
+					for i := range 25 {
+						ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+						if doCtx(t, ctx, rt, fmt.Sprint("http://api.test/", w, "-", i)) != nil {
+							f.Add(1)
+						}
+						cancel()
+					}
+				})
+			}
+			wg.Wait()
+			return f.Load()
+		}
+		for range 3 {
+			require.Zero(t, hourly())
+			time.Sleep(time.Hour)
+		}
+		refuseAt.Store(n.Load() + 10) // one 429 in the 4th job
+		failed := hourly()
+		st := rt.Stats().Keys["api.test"]
+		t.Logf("the job with one 429: %d of 100 failed, pace %.2f/s (%v)", failed, float64(st.Rate), st.PaceFrom)
+		assert.Zero(t, failed, "one 429 with Retry-After: 1 fails none")
+		assert.Greater(t, float64(st.Rate), 1.0, "the pace learned is no crawl")
+		for h := range 3 {
+			time.Sleep(time.Hour)
+			failed := hourly()
+			t.Logf("%d h later: %d of 100 failed, pace %.2f/s", h+1, failed, float64(rt.Stats().Keys["api.test"].Rate))
+			assert.Zero(t, failed, "%d h later", h+1)
+		}
+	})
+}

@@ -176,6 +176,7 @@ type lesson struct {
 // must be zero. It is called at now (mono from the epoch), with ks.mu held.
 func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Response, h *hint, pause time.Duration, now time.Time, mono time.Duration) {
 	now, at := ks.clock(now, mono)
+	prev := ks.health.last // the answer before this one (see evidence.answered)
 	ks.sending--
 	if !tk.slot {
 		ks.bare--
@@ -202,7 +203,7 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		ks.endProbe(tk, ok, now, at)
 	}
 	if !h.throttled() && (resp != nil || failed) {
-		ks.ev.answered(at) // not refused for the quota: evidence of what it bears
+		ks.ev.answered(at, tk.mono, prev, ks.admitted) // not refused for the quota: evidence of what it bears
 		if ks.tr != nil {
 			ks.ev.record(false) // (adapt.go's rule 3 counts from the first trouble)
 			ks.tr.adapt.trial.answered(tk.adm, false, ks.atCeil())
@@ -308,8 +309,9 @@ func (ks *keyState) acceptPlain(tk *ticket, mono time.Duration) {
 	}
 	ks.outUnits -= int64(tk.cost)
 	ks.answered(tk, int(tk.cost), true, mono, at)
+	prev := ks.health.last
 	ks.health.push(mono)
-	ks.ev.answered(at)
+	ks.ev.answered(at, tk.mono, prev, ks.admitted)
 	ks.ev.run++ // accept, for a key that learns no pace (see learning)
 	ks.ev.taken++
 	ks.wakeHead()

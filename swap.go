@@ -105,8 +105,10 @@ func (ks *keyState) repolicy(p *policy, now time.Time) {
 	case !p.paced() && old.paced():
 		ks.lim, ks.reserve = nil, 0
 	case !p.paced():
-		// Unpaced before and after: a pace learned from 429s stays,
-		// unless windows come (below).
+		// Unpaced before and after: a pace learned from 429s starts
+		// again (below), as the doc of SetHostPolicy says (found in
+		// review: it stayed, and a key that had learned 10 a second
+		// held it, under a Policy given for a plan upgraded to 1,000).
 	case ks.lim == nil || !old.paced():
 		ks.lim, ks.reserve = p.newLimiter(), 0
 		if p.Queue == 0 {
@@ -124,16 +126,17 @@ func (ks *keyState) repolicy(p *policy, now time.Time) {
 	}
 	if tr := ks.tr; tr != nil {
 		tr.adapt = newAdaptation(p.Rate)
-		if tr.x != nil && (p.paced() || len(p.Windows) > 0) {
+		if tr.x != nil {
 			if !p.paced() && tr.x.learn.on {
-				// Windows alone: the pace learned from 429s goes with
-				// what learned it (found in review 45: its limiter
-				// stayed, which nothing moved again, and a key that had
-				// learned 10 a second sent at 10 a second for good
-				// against a window of 1,000 a second).
+				// Unpaced: the pace learned from 429s goes with what
+				// learned it, and starts again from the next 429 (found
+				// in review 45: with windows alone, its limiter stayed,
+				// which nothing moved again, and a key that had learned
+				// 10 a second sent at 10 a second for good against a
+				// window of 1,000 a second).
 				ks.lim, ks.reserve = nil, 0
 			}
-			tr.x.learn = learner{} // a configured pace or windows: nothing to learn
+			tr.x.learn = learner{} // a configured pace or windows: nothing to learn; none: learn again
 		}
 	}
 	ks.wins = rewindow(ks.wins, p)

@@ -343,3 +343,39 @@ func TestACapSetWhileRequestsAreOnTheWireCountsThem(t *testing.T) {
 		assert.Zero(t, st.Slots)
 	})
 }
+
+// SetHostPolicy's doc: "what 429s had cut or taught of its pace starts
+// again under the new Policy". A key that learned 10 a second from a
+// bucket of 10 a second, whose plan was upgraded to 1,000 a second, is
+// moved to a new unpaced Policy (MaxInFlight raised): what the 429s
+// taught must start again, not hold the key at 10 a second. Regression,
+// found in review: it did, and 200 requests took 19.9 s.
+func TestSetHostPolicyForgetsALearnedPace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := func(r float64) throttletest.Config {
+			return nearby(throttletest.Config{Limits: []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: r, Burst: 5}}}, 1)
+		}
+		before, after := throttletest.NewAPI(cfg(10)), throttletest.NewAPI(cfg(1000))
+		var upgraded atomic.Bool
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			if upgraded.Load() {
+				return after.RoundTrip(r)
+			}
+			return before.RoundTrip(r)
+		}), throttle.WithHostPolicy("api.test", throttle.Policy{MaxInFlight: 8}))
+		defer rt.Close()
+		jobOf(t, rt, 300, 8, "")
+		learned := rt.Stats().Keys["api.test"]
+		require.Equal(t, throttle.PaceLearned, learned.PaceFrom)
+		require.Less(t, float64(learned.Rate), 20.0)
+
+		upgraded.Store(true)
+		require.NoError(t, rt.SetHostPolicy("api.test", throttle.Policy{MaxInFlight: 16}))
+		st := rt.Stats().Keys["api.test"]
+		assert.Equal(t, throttle.PaceNone, st.PaceFrom, "what the 429s taught starts again")
+		assert.Zero(t, st.Rate)
+		took := jobOf(t, rt, 200, 16, "")
+		t.Logf("learned %.1f/s; after the upgrade, 200 took %v", float64(learned.Rate), took)
+		assert.Less(t, took, 5*time.Second, "200 requests against 1,000 a second: not at the 10 a second learned before")
+	})
+}
