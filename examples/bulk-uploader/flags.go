@@ -147,7 +147,7 @@ func (o *options) check(set map[string]bool) []error {
 	}
 	if set["redis"] {
 		if _, _, err := net.SplitHostPort(o.redis); err != nil {
-			bad("-redis %q: want host:port, like 127.0.0.1:6379", o.redis)
+			bad("-redis %q: want host:port, like 127.0.0.1:6379", shownArg(o.redis))
 		}
 	}
 	switch {
@@ -180,13 +180,35 @@ func parseTarget(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("-target %q: %w", s, errors.Unwrap(err))
+		return nil, fmt.Errorf("-target %q: %w", shownArg(s), errors.Unwrap(err))
 	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
-		return nil, fmt.Errorf("-target %q: want an http:// or https:// URL, like https://api.example.com/v1", s)
+		return nil, fmt.Errorf("-target %q: want an http:// or https:// URL, like https://api.example.com/v1", shownArg(s))
 	case u.Fragment != "":
-		return nil, fmt.Errorf("-target %q: a fragment (#%s) is never sent", s, u.Fragment)
+		return nil, fmt.Errorf("-target %q: a fragment (#…) is never sent", shownArg(s))
 	}
 	return u, nil
+}
+
+// shownArg is a URL-like flag value as errors show it, parsed or not: without
+// its user info, query or fragment, which may hold credentials (found in
+// review: a refused -target or -redis was printed whole, its key or
+// password with it). What is cut is shown as "…".
+func shownArg(s string) string {
+	if i := strings.IndexAny(s, "?#"); i >= 0 {
+		s = s[:i] + "…"
+	}
+	scheme, rest := "", s
+	if i := strings.Index(s, "//"); i >= 0 {
+		scheme, rest = s[:i+2], s[i+2:]
+	}
+	authority := rest
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		authority = rest[:i]
+	}
+	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
+		rest = "…@" + rest[i+1:]
+	}
+	return scheme + rest
 }
 
 // resolveAPIKey sets the key: -api-key if given, else the environment's,

@@ -32,7 +32,7 @@ func TestBadFlagsStopBeforeTheFirstRequest(t *testing.T) {
 		{"-target notaurl -api-key k", []string{`-target "notaurl": want an http:// or https:// URL, like https://api.example.com/v1`}},
 		{"-target ftp://example.com -api-key k", []string{`-target "ftp://example.com": want an http:// or https:// URL, like https://api.example.com/v1`}},
 		{"-target http://[::1 -api-key k", []string{`-target "http://[::1": missing ']' in host`}},
-		{"-target TARGET/#top -api-key k", []string{`-target "TARGET/#top": a fragment (#top) is never sent`}},
+		{"-target TARGET/#top -api-key k", []string{`-target "TARGET/…": a fragment (#…) is never sent`}},
 		{"-target TARGET", []string{`-target needs an API key: give -api-key, or set $BULK_UPLOADER_API_KEY (-api-key "" sends none)`}},
 		{"-api-key a\nb", []string{`-api-key: a control character cannot go in a header`}},
 		{"-queue -1", []string{`-queue -1: want 0 (a token bucket) or more`}},

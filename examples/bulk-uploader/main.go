@@ -267,6 +267,14 @@ func (a *app) records(o options) (recs []record, closeFn func(), err error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		// A pipe (-in /dev/stdin, -in <(zcat records.gz), a FIFO) cannot
+		// be read twice, nor at an offset: read it as stdin is (found in
+		// review: every record failed at upload, "illegal seek").
+		defer f.Close()
+		recs, err = readStream(f, o.in)
+		return recs, func() {}, err
+	}
 	if recs, err = readFile(f); err != nil {
 		f.Close()
 		return nil, nil, err

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,8 +46,12 @@ func (r record) request(method, target, apiKey string) (*http.Request, error) {
 	req.GetBody = r.body
 	req.ContentLength = r.size
 	req.Header.Set("Content-Type", "application/json")
-	// Escaped as in the URL, so that no id makes an invalid header.
-	req.Header.Set("Idempotency-Key", "record-"+url.PathEscape(r.id))
+	// Escaped as in the URL, so that no id makes an invalid header; and
+	// the record's content in it: a key is one payload's, and a record
+	// edited since a run the server kept its key from is another request
+	// (found in review: sent with the old key, the fixed record was
+	// refused with 422 by a server keeping keys as the IETF draft says).
+	req.Header.Set("Idempotency-Key", "record-"+url.PathEscape(r.id)+"-"+hex.EncodeToString(r.hash[:8]))
 	if apiKey != "" {
 		req.Header.Set("X-API-Key", apiKey)
 	}
@@ -81,10 +86,13 @@ func readFile(f *os.File) ([]record, error) {
 	})
 }
 
-// readAll reads JSON lines from a stream that cannot be read twice (stdin),
-// so each record is kept in memory.
-func readAll(r io.Reader) ([]record, error) {
-	return scanRecords(r, "stdin", func(content []byte, _ int64) func() (io.ReadCloser, error) {
+// readAll reads JSON lines from a stream that cannot be read twice (stdin,
+// a pipe), so each record is kept in memory.
+func readAll(r io.Reader) ([]record, error) { return readStream(r, "stdin") }
+
+// readStream is readAll for a stream called name in errors.
+func readStream(r io.Reader, name string) ([]record, error) {
+	return scanRecords(r, name, func(content []byte, _ int64) func() (io.ReadCloser, error) {
 		b := bytes.Clone(content)
 		return func() (io.ReadCloser, error) {
 			return io.NopCloser(bytes.NewReader(b)), nil

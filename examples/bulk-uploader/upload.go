@@ -99,7 +99,7 @@ type client struct {
 func newClient(o options, base http.RoundTripper, target *url.URL) *client {
 	c := &client{}
 	if o.naive {
-		c.send = naiveWith(&http.Client{Transport: base}, o.method, target, o.apiKey, &c.throttled)
+		c.send = naiveWith(&http.Client{Transport: base, CheckRedirect: noRedirects}, o.method, target, o.apiKey, &c.throttled)
 		return c
 	}
 	opts := []throttle.Option{throttle.WithPolicy(o.policy()), throttle.WithEvents(func(e throttle.Event) {
@@ -117,7 +117,7 @@ func newClient(o options, base http.RoundTripper, target *url.URL) *client {
 		opts, c.closeStore = append(opts, share), closeRedis
 	}
 	c.rt = throttle.New(base, opts...)
-	c.send = uploadWith(&http.Client{Transport: c.rt}, o.method, target, o.apiKey)
+	c.send = uploadWith(&http.Client{Transport: c.rt, CheckRedirect: noRedirects}, o.method, target, o.apiKey)
 	return c
 }
 
@@ -178,12 +178,27 @@ func uploadWith(client *http.Client, method string, target *url.URL, apiKey stri
 		res.status = resp.StatusCode
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
+		switch {
+		case resp.StatusCode/100 == 3:
+			// Not followed (noRedirects): say where to, as errors show URLs.
+			to := "elsewhere"
+			if loc, err := resp.Location(); err == nil {
+				to = shownURL(loc)
+			}
+			res.err = fmt.Errorf("%s: redirected to %s, not followed: give -target the URL the API is at", resp.Status, to)
+		case resp.StatusCode/100 != 2:
 			res.err = fmt.Errorf("%s", resp.Status)
 		}
 		return res
 	}
 }
+
+// noRedirects is the clients' CheckRedirect: a redirect is not followed.
+// http.Client follows a 301 or 302 of a PUT or POST with a GET without the
+// body, whose 2xx counted the record uploaded (and journaled it so) when it
+// never was; and it sends X-API-Key along to any host a 307 names (found in
+// review).
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // naiveWith returns a sender that does what many clients do: resend at once
 // on 429, as often as it takes (up to maxNaive attempts). It shows the

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -58,7 +60,8 @@ func TestIDsAreOnePathSegment(t *testing.T) {
 			require.Len(t, seen, 1)
 			assert.Equal(t, tc.path, seen[0].requestURI, "the exact request target sent")
 			assert.Equal(t, "/v1/records/"+tc.id, seen[0].path, "decoded, the id itself")
-			assert.Equal(t, "record-"+strings.TrimPrefix(tc.path, "/v1/records/"), seen[0].key)
+			sum := sha256.Sum256(line)
+			assert.Equal(t, "record-"+strings.TrimPrefix(tc.path, "/v1/records/")+"-"+hex.EncodeToString(sum[:8]), seen[0].key)
 		})
 	}
 }
