@@ -747,6 +747,17 @@ func (m *told) rollover(now time.Duration, admitted uint64) {
 	m.rolled, m.rolledAt = whole == m.limit, m.leftAt
 	m.resetAt = 0
 	switch {
+	case m.period > coarseWait && whole < m.limit:
+		// No window's end (see wholeAgain): the reset passed gave back
+		// one, and the next is what the next reading says (a bucket's
+		// next token, a log's oldest leaving), not a stated period
+		// away. Taken for a window's, the one given back was spread
+		// over half that period (regression, found in review: a bucket
+		// of 2 a second, 500 deep, told by IETF fields, q=500;w=250 and
+		// t=1, held its one token 125 s, and a job of 540, 16 at a
+		// time, took 2m6s, 6.3x its ideal of 20 s; now 1.03x). A
+		// period of a second or two is a short window's, which others
+		// may have spent: its next reset is still due a period on.
 	case m.period > 0:
 		m.resetAt = m.leftAt + m.period
 	case m.kind != kindLog && m.othersSeen != 0 && m.coarse && m.longest > 0 && m.longest <= coarseWait:
