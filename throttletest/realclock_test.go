@@ -1,6 +1,7 @@
 package throttletest_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -80,4 +81,33 @@ func admittedPerWindow(api *throttletest.API, per, d time.Duration) map[int64]in
 	}
 	wg.Wait()
 	return perWindow
+}
+
+// TestPeakPerSecondIsCountedWhereTheQuotaDecided: on the real clock, as
+// NewServer serves, a sliding log of N a second admits no more than N in
+// any second at the instants it decides, and Stats' PeakPerSecond, which
+// counts each request at the instant it was served, says so. Regression,
+// found in review: it read the clock after the key's lock and the stats'
+// lock, milliseconds late under load, and showed 51-66 a second for a
+// log of 50.
+func TestPeakPerSecondIsCountedWhereTheQuotaDecided(t *testing.T) {
+	const n, keys = 50, 4
+	api := throttletest.NewAPI(throttletest.Config{
+		Limits: []throttletest.Limit{{Algorithm: throttletest.SlidingLog, N: n, Per: time.Second}},
+	})
+	var wg sync.WaitGroup
+	end := time.Now().Add(2500 * time.Millisecond)
+	for g := range 48 {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodGet, "http://api.test/x", nil)
+			req.Header.Set("X-API-Key", fmt.Sprint("k", g%keys))
+			for time.Now().Before(end) {
+				api.ServeHTTP(httptest.NewRecorder(), req)
+			}
+		})
+	}
+	wg.Wait()
+	for key, c := range api.Stats().Keys {
+		assert.LessOrEqual(t, c.PeakPerSecond, int64(n), "key %s: %d accepted", key, c.Accepted)
+	}
 }

@@ -21,6 +21,12 @@ func (q quota) share(n int) quota {
 	if n <= 1 {
 		return q
 	}
+	if q.isCounter() {
+		// What it admits for ever is N-1 per Per, not N: N/n each
+		// would tell the n processes n-1 per Per less than that.
+		q.shares = n
+		return q
+	}
 	q.rate /= float64(n)
 	q.burst = max(q.burst/n, 1)
 	q.n = max(q.n/n, 1)

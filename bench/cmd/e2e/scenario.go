@@ -24,6 +24,9 @@ type quota struct {
 	// halveAfter > 0: a token bucket whose rate halves this long after the
 	// run's first request (halving.go); 0: the quota never changes.
 	halveAfter time.Duration
+	// shares > 1: a sliding counter told to one of shares processes
+	// (share): its N-1 per Per over shares; 0 means 1.
+	shares int
 }
 
 func (q quota) isBucket() bool {
@@ -34,6 +37,12 @@ func (q quota) isBucket() bool {
 // at once but only N-1 per Per for ever (throttletest's doc): its estimate
 // counts the window before's requests too.
 func (q quota) isCounter() bool { return q.algo == throttletest.SlidingCounter }
+
+// counterRate is what a sliding counter admits for ever, N-1 per Per, per
+// second, over the processes that share it.
+func (q quota) counterRate() float64 {
+	return float64(q.n-1) / q.per.Seconds() / float64(max(q.shares, 1))
+}
 
 func (q quota) String() string {
 	if q.algo == throttletest.LeakyBucket {
@@ -63,7 +72,7 @@ func (q quota) policy(scale float64) throttle.Policy {
 		return throttle.Policy{Rate: rate.Limit(q.rate * scale), Burst: q.burst}
 	}
 	if q.isCounter() {
-		return throttle.Policy{Rate: rate.Limit(float64(q.n-1) / q.per.Seconds() * scale), Burst: 1}
+		return throttle.Policy{Rate: rate.Limit(q.counterRate() * scale), Burst: 1}
 	}
 	n := int(math.Round(float64(q.n) * scale))
 	return throttle.Policy{Windows: []throttle.Window{{N: n, Per: q.per}}}
@@ -79,7 +88,7 @@ func (q quota) limiter() *rate.Limiter {
 		return rate.NewLimiter(rate.Limit(q.rate), q.burst)
 	}
 	if q.isCounter() {
-		return rate.NewLimiter(rate.Limit(float64(q.n-1)/q.per.Seconds()), 1)
+		return rate.NewLimiter(rate.Limit(q.counterRate()), 1)
 	}
 	return rate.NewLimiter(rate.Limit(float64(q.n)/q.per.Seconds()), 1)
 }
