@@ -185,6 +185,14 @@ func (l *levels) took(adm uint64, lvl float64) {
 	}
 }
 
+// forget drops the takes up to the admission adm: the bucket was emptied
+// on purpose after them (see keyState.drain), and their refunds give back
+// nothing, which the drain would have taken had they not been charged.
+func (l *levels) forget(adm uint64) {
+	l.lost = max(l.lost, adm)
+	l.adm, l.lvl = l.adm[:0], l.lvl[:0]
+}
+
 // refund is how much of want tokens lim may give back at now to the
 // attempt adm: no more than its depth less the highest level since the
 // attempt's take. Nil levels (no WithCost) give back none.

@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -631,4 +633,131 @@ func TestCostBeyondWhatTheReserveLeaves(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, ms(800), at)
 	})
+}
+
+// A retry that Retry.Prepare refuses gives back its tokens, but no more
+// than the bucket lost: refill the bucket could not hold while the retry's
+// tokens were out was not lost by it. Policy{Rate: 1, Burst: 5}, every
+// request of Cost(4). A's retry is admitted at P (the bucket 4 -> 0), its
+// Prepare fails at P+4.5 s; B goes at P+4 s (the bucket refilled to 4 ->
+// 0), C, sent at P+4.6 s, must wait for 4 tokens: P+8 s. Given back whole,
+// the retry's 4 tokens let C go at P+4.6 s: 8 units within 0.6 s, where
+// the bucket (Burst 5, and 1 a second) allows 5.6 (regression, found in
+// review).
+func TestAPrepareRefusalGivesBackNoMoreThanTheBucketLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		sentAt := map[string][]time.Duration{}
+		start := time.Now()
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			sentAt[r.URL.Path] = append(sentAt[r.URL.Path], time.Since(start))
+			if r.URL.Path == "/a" {
+				return reply(r, http.StatusServiceUnavailable), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		prepared := make(chan time.Duration, 1)
+		rt := throttle.New(base,
+			throttle.WithPolicy(throttle.Policy{Rate: 1, Burst: 5}),
+			throttle.WithRetry(throttle.Retry{
+				NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Second) },
+				Prepare: func(*http.Request, int) error {
+					prepared <- time.Since(start)
+					time.Sleep(4500 * time.Millisecond) // fetching a fresh token, which fails
+					return errors.New("no fresh token")
+				}}))
+		defer rt.Close()
+		ctx := throttle.With(context.Background(), throttle.Cost(4))
+		send := func(path string) {
+			resp, err := rt.RoundTrip(newReq(t, ctx, http.MethodGet, "http://h.test"+path))
+			if assert.NoError(t, err) {
+				resp.Body.Close()
+			}
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { send("/a") })
+		p := <-prepared // A's retry admitted: its 4 tokens taken
+		time.Sleep(p + 4*time.Second - time.Since(start))
+		wg.Go(func() { send("/b") }) // the bucket is whole again: B goes now
+		time.Sleep(600 * time.Millisecond)
+		wg.Go(func() { send("/c") }) // Prepare failed 100 ms ago
+		wg.Wait()
+
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, sentAt["/a"], 1, "A's retry never went")
+		require.Len(t, sentAt["/b"], 1)
+		require.Len(t, sentAt["/c"], 1)
+		b, c := sentAt["/b"][0], sentAt["/c"][0]
+		t.Logf("retry admitted at %v; B sent at %v, C at %v", p, b, c)
+		span := c - b
+		assert.LessOrEqual(t, 8.0, 5+span.Seconds(), "8 units within %v: more than Burst 5 and 1 a second allow", span)
+		assert.GreaterOrEqual(t, c, p+8*time.Second, "C waits for the 4 tokens B took")
+	})
+}
+
+// After a pause, the probe's good answer lets the backlog follow through
+// the pacer, its bucket emptied (see resume), never the whole backlog at
+// once; a refund on that answer must not fill the bucket again.
+// Policy{Rate: 10, Burst: 6} (depth 5), WithCost. /p, of cost 5, is
+// refused at 0 s for 3 s; five requests of cost 1 wait behind the pause.
+// (Regression, found in review.) At 3 s /p's retry, the probe, takes the bucket's 5 tokens; its answer,
+// at 3.2 s, says it cost 0. Charged 5 (no figure, or "5"), the backlog
+// goes a turn apart from 3.375 s, at the pace the 429 cut to 8 a second;
+// had the probe cost nothing at all, the resume would have emptied the
+// bucket all the same. With the refund given after the resume, the first
+// two went at once at 3.2 s, the third 50 ms later.
+func TestARefundToTheProbeDoesNotUndoTheResume(t *testing.T) {
+	for _, fig := range []string{"", "5", "0"} {
+		t.Run("figure "+fig, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var mu sync.Mutex
+				var sentAt []time.Duration // the backlog's sendings
+				calls := 0
+				start := time.Now()
+				base := rtFunc(func(r *http.Request) (*http.Response, error) {
+					mu.Lock()
+					if r.URL.Path != "/p" {
+						sentAt = append(sentAt, time.Since(start))
+						mu.Unlock()
+						return reply(r, http.StatusOK), nil
+					}
+					calls++
+					first := calls == 1
+					mu.Unlock()
+					if first {
+						return reply(r, http.StatusTooManyRequests, "Retry-After", "3"), nil
+					}
+					time.Sleep(200 * time.Millisecond)
+					if fig == "" {
+						return reply(r, http.StatusOK), nil
+					}
+					return reply(r, http.StatusOK, "X-Cost", fig), nil
+				})
+				rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 6}),
+					throttle.WithCost(throttle.CostHeader("X-Cost")))
+				defer rt.Close()
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					assert.NoError(t, doCtx(t, throttle.With(context.Background(), throttle.Cost(5)), rt, "http://api.test/p"))
+				})
+				time.Sleep(100 * time.Millisecond) // the key is paused until 3 s
+				for range 5 {
+					wg.Go(func() { assert.NoError(t, do(t, rt, "http://api.test/next")) })
+				}
+				wg.Wait()
+				mu.Lock()
+				defer mu.Unlock()
+				t.Logf("the backlog went at %v", sentAt)
+				require.Len(t, sentAt, 5)
+				prev := 3200 * time.Millisecond // the probe's answer
+				for i, at := range sentAt {
+					assert.GreaterOrEqual(t, at-prev, 100*time.Millisecond, "backlog request %d: a turn at 10 a second at least after the one before", i)
+					prev = at
+				}
+			})
+		})
+	}
 }

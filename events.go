@@ -340,7 +340,19 @@ func (r *request) unadmit(tk *ticket) {
 	ks.stats.Attempts-- // never sent (found in review: it was counted)
 	ks.troubled().stats.refunded += int64(tk.cost)
 	if ks.lim != nil {
-		giveTokens(ks.lim, time.Now(), int(tk.cost))
+		// No more than the bucket lost (see levels): a retry that
+		// Retry.Prepare refused may have held its tokens for long, while
+		// the bucket would have been full and others took what refilled
+		// (found in review: given back whole, 8 units went within 0.6 s
+		// where Burst 5 and 1 a second allow 5.6). Without levels (no
+		// WithCost nor Prepare), only a panicking events function gets
+		// here, at once after the admission: all it took is lost.
+		now := time.Now()
+		n := int(tk.cost)
+		if ks.levels != nil {
+			n = ks.levels.refund(ks.lim, now, tk.adm, n)
+		}
+		giveTokens(ks.lim, now, n)
 	}
 	ks.mu.Unlock()
 }

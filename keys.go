@@ -468,7 +468,9 @@ func (t *Transport) newKeyState(p *policy, key string) *keyState {
 	ks := &keyState{key: key, pol: p, lim: p.newLimiter(), used: true, // used: a sweep its making begins spares it
 		born: uint8(t.keys.swept.Load())}
 	ks.ev.spanAt = longAgo
-	if t.cfg.cost != nil {
+	if t.cfg.cost != nil || t.cfg.retry.Prepare != nil {
+		// Refunds (WithCost's corrections down, a retry Prepare refused:
+		// see unadmit) give back no more than the bucket lost.
 		ks.levels = &levels{}
 	}
 	if ks.lim != nil && p.Queue == 0 {

@@ -1330,9 +1330,7 @@ func (ks *keyState) paced(now time.Time, held, retry bool) {
 	if l := ks.learning(); l != nil && l.on {
 		l.byPace = held
 		if retry && ks.refs == 1 {
-			if n := int(ks.lim.TokensAt(now)); n > 0 {
-				ks.lim.AllowN(now, n)
-			}
+			ks.drain(now)
 		}
 	}
 }
@@ -1341,8 +1339,8 @@ func (ks *keyState) paced(now time.Time, held, retry bool) {
 // server's count is at its limit, so the next request waits its turn.
 func (ks *keyState) setLearned(now time.Time, at time.Duration, r rate.Limit, cut bool) {
 	ks.lim.SetLimitAt(now, clampRate(r))
-	if n := int(ks.lim.TokensAt(now)); cut && n > 0 {
-		ks.lim.AllowN(now, n)
+	if cut {
+		ks.drain(now)
 	}
 	ks.troubled().adapt.adjusted = at
 	l := ks.learning()

@@ -301,3 +301,70 @@ func TestWindowAboveQuotaSettles(t *testing.T) {
 		assert.Less(t, took, 12*time.Second, "within 1.2x the ideal 9s")
 	})
 }
+
+// A wait behind more units than a window's N is known to take a Per for
+// each N of them: a window of 2 a second, spent at 0; four requests wait
+// in line (two go at 1 s, two at 2 s); a fifth's turn is at 3 s, and with
+// a deadline at 2.5 s it must fail at once with ErrWouldExceedDeadline.
+// nextAt bounded any wait behind more than N units by one Per, so it
+// waited 2 s, until it was the head, and failed then. One with a deadline
+// at 3.5 s is kept and goes at 3 s. (Regression, found in review.)
+func TestADeadlineBehindMoreThanAWindowFailsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		rt := throttle.New(rec, throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 2, Per: time.Second}}}))
+		defer rt.Close()
+		start := time.Now()
+		require.NoError(t, do(t, rt, "http://w.test/0"))
+		require.NoError(t, do(t, rt, "http://w.test/1")) // the window is spent until 1 s
+		var wg sync.WaitGroup
+		for range 4 { // two go at 1 s, two at 2 s
+			wg.Go(func() { assert.NoError(t, do(t, rt, "http://w.test/ahead")) })
+			synctest.Wait()
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), start.Add(2500*time.Millisecond))
+		defer cancel()
+		err := doCtx(t, ctx, rt, "http://w.test/late")
+		took := time.Since(start)
+		t.Logf("err after %v: %v", took, err)
+		assert.ErrorIs(t, err, throttle.ErrWouldExceedDeadline)
+		assert.Zero(t, took, "failed at once")
+		// One whose deadline its turn meets is kept, and goes at 3 s.
+		ctx, cancel = context.WithDeadline(context.Background(), start.Add(3500*time.Millisecond))
+		defer cancel()
+		assert.NoError(t, doCtx(t, ctx, rt, "http://w.test/in-time"))
+		wg.Wait()
+		assert.Equal(t, []time.Duration{0, 0, time.Second, time.Second, 2 * time.Second, 2 * time.Second, 3 * time.Second}, rec.times())
+	})
+}
+
+// The bound of a wait behind others in a window steps back only from units
+// the window admitted: a figure of WithCost larger than N, 50 of a window
+// of 10 a second, ages out whole at once. Behind it and one waiter, a
+// request with a deadline at 1.5 s goes at 1 s (not refused for 5 s: a
+// guard of TestADeadlineBehindMoreThanAWindowFailsAtOnce's fix).
+func TestADeadlineBehindALargeFigureIsKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		base := rtFunc(func(req *http.Request) (*http.Response, error) {
+			_, _ = rec.RoundTrip(req)
+			if req.URL.Path == "/big" {
+				return reply(req, http.StatusOK, "X-Cost", "50"), nil
+			}
+			return reply(req, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 10, Per: time.Second}}}),
+			throttle.WithCost(throttle.CostHeader("X-Cost")))
+		defer rt.Close()
+		start := time.Now()
+		require.NoError(t, do(t, rt, "http://w.test/big")) // counts 50 until 1 s
+		var wg sync.WaitGroup
+		wg.Go(func() { assert.NoError(t, do(t, rt, "http://w.test/ahead")) })
+		synctest.Wait()
+		ctx, cancel := context.WithDeadline(context.Background(), start.Add(1500*time.Millisecond))
+		defer cancel()
+		assert.NoError(t, doCtx(t, ctx, rt, "http://w.test/in-time"))
+		wg.Wait()
+		assert.Equal(t, []time.Duration{0, time.Second, time.Second}, rec.times())
+	})
+}

@@ -61,14 +61,49 @@ const holdsForAnswer = time.Duration(math.MaxInt64)
 // (but no more than N: see tooCostly) waits until nothing logged counts.
 //
 // Those ahead, a unit each at least, go first: if it goes within Per of
-// now, they all still count then; if later, they may have aged out.
+// now, they all still count then; if later, they may have aged out; and
+// more than a window holds of them take a Per for each N (see chain).
 func (w *windowLog) nextAt(now time.Duration, ahead, cost int, bound bool) time.Duration {
 	c := int64(min(cost, w.n))
 	at := w.when(now, int64(w.n)-c-int64(ahead), bound)
 	if ahead > 0 {
 		at = min(at, max(now+w.Per, w.when(now, int64(w.n)-c, true)))
+		if bound {
+			at = max(at, w.chain(now, int64(ahead)+int64(min(cost, w.N))))
+		}
 	}
 	return at
+}
+
+// chain is a lower bound of when the last of k units, to be sent in turn
+// from now on after those logged, can go (found in review: a wait behind
+// more units than N was bounded by one Per, and a request whose turn came
+// Per·(ahead/N) later waited out its deadline rather than fail at once).
+//
+// Number the units that count at now, oldest first (as they age out),
+// then the k: a unit i of the k cannot go less than Per after the unit
+// i-N, for an admission at t needs no more than n <= N units counting at
+// t, its own included, and an attempt whose units exceed n goes when none
+// count. So the last, K, goes no sooner than Per·m after the unit K-N·m,
+// stepping back from units of the k alone, as far as a unit is left: a
+// logged one, counting from when it was sent or answered, or one of the
+// k, sent at now at the soonest. (No step starts from a logged unit: a
+// run of them larger than N, a figure of WithCost, all ages out at once.)
+func (w *windowLog) chain(now time.Duration, k int64) time.Duration {
+	logged := w.count(now)
+	total, n := logged+k, int64(w.N)
+	m := min((total-1)/n, (k-1)/n+1)
+	switch {
+	case m < 1:
+		return now
+	case m >= int64((holdsForAnswer/2-now)/w.Per):
+		return holdsForAnswer / 2 // past any deadline, and no overflow
+	}
+	if i := total - m*n; i <= logged {
+		// the i-th unit counting at now ages out at when(now, logged-i)
+		return w.when(now, logged-i, true) + time.Duration(m-1)*w.Per
+	}
+	return now + time.Duration(m)*w.Per
 }
 
 // room reports whether an attempt of the cost given fits in the window
