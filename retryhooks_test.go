@@ -699,3 +699,76 @@ func TestPrepareThatFailsGivesItsTurnBack(t *testing.T) {
 		assert.Zero(t, st.Slots)
 	})
 }
+
+// A retry that a panicking hook kept from being sent spends no retry
+// budget: "A retry that GetBody or Prepare refuses (or panics in) is never
+// sent: it spends nothing" (transport.go, next). Budget 1 retry a minute.
+// Regression, found in review: a panic after next (in Prepare, EventRetry
+// or the retry's EventWaited) left the budget spent, and the next 503 got
+// no retry.
+func TestAPanickingHookSpendsNoRetryBudget(t *testing.T) {
+	for _, where := range []string{"Prepare", "EventRetry", "EventWaited"} {
+		t.Run(where, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var mu sync.Mutex
+				calls := 0
+				seen := map[string]bool{}
+				base := rtFunc(func(req *http.Request) (*http.Response, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					calls++
+					if !seen[req.URL.Path] { // each request's first attempt
+						seen[req.URL.Path] = true
+						return reply(req, http.StatusServiceUnavailable), nil
+					}
+					return reply(req, http.StatusOK), nil
+				})
+				armed := true
+				boom := func(here string) {
+					if armed && here == where {
+						armed = false
+						panic("hook: " + here)
+					}
+				}
+				tr := throttle.New(base,
+					throttle.WithPolicy(throttle.Policy{Rate: 1, Burst: 2}), // the retry waits for its token
+					throttle.WithRetry(throttle.Retry{Budget: 0.0001, BudgetFloor: 1,
+						Prepare: func(*http.Request, int) error { boom("Prepare"); return nil }}),
+					throttle.WithEvents(func(e throttle.Event) {
+						switch e.Kind {
+						case throttle.EventRetry:
+							boom("EventRetry")
+						case throttle.EventWaited:
+							if e.Attempt == 2 {
+								boom("EventWaited")
+							}
+						}
+					}))
+				defer tr.Close()
+				func() {
+					defer func() {
+						if p := recover(); p == nil {
+							t.Fatal("no panic reached the caller")
+						}
+					}()
+					do(t, tr, "https://api.test/a")
+				}()
+				mu.Lock()
+				if calls != 1 {
+					t.Fatalf("the panicking hook's retry was sent: %d calls", calls)
+				}
+				mu.Unlock()
+				time.Sleep(2 * time.Second)
+				resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodGet, "https://api.test/b"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("the next 503 got no retry (%d, retries %d, gave up %d): the retry the panic kept from being sent spent the budget",
+						resp.StatusCode, tr.Stats().Total.Retries, tr.Stats().Total.GaveUp)
+				}
+			})
+		})
+	}
+}

@@ -171,7 +171,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// each in send, do and here cost some 35 instructions an attempt.)
 	defer func() {
 		var p any
-		if r.onWire || r.inHand != nil || r.pending != nil || r.unsent != nil {
+		if r.onWire || r.inHand != nil || r.pending != nil || r.unsent != nil || !r.budgetAt.IsZero() {
 			p = recover()
 			r.tidy(p)
 		}
@@ -191,8 +191,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // its way: the attempt with the base ends as one with no answer (see
 // unsend), and the response in hand is closed, which gives back its
 // in-flight slot, and so are a body GetBody made for a retry and the body
-// of a request not yet handed to the base: a panicking base or callback
-// cannot break the key, nor keep a body open.
+// of a request not yet handed to the base, and the retry budget a retry
+// not yet sent spent is given back: a panicking base or callback cannot
+// break the key, nor keep a body open.
 func (r *request) tidy(p any) {
 	if p == nil {
 		return
@@ -205,6 +206,9 @@ func (r *request) tidy(p any) {
 	}
 	closeBody(r.pending)
 	closeBody(r.unsent)
+	// A retry the panic kept from being sent spends no budget, as one that
+	// GetBody or Prepare refuses (see next).
+	r.refund()
 }
 
 // release lets go of the request's reference to its key, and counts the
