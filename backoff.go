@@ -74,13 +74,15 @@ type Retry struct {
 	// outcome is retried (retry 500s of this API, 408 and 425 always, a 401
 	// after a token refresh): it is given the response, or nil and the
 	// error, and what the rules above decided, and returns its decision.
-	// It is called once per attempt, after the key has learned from the
+	// It is called once per attempt of a request that may be retried (not
+	// one with NoRetry, nor one whose body has no GetBody: never sent
+	// twice, it is not asked about), after the key has learned from the
 	// answer (a 429 pauses the key whatever it says). It may read resp's
-	// status and header, not its body. What it cannot change: a body
-	// without GetBody is never sent twice; MaxAttempts, MaxElapsed,
-	// MaxRetryAfter, the context and the retry budget still end retrying
-	// (every retry but a quota signal's spends the budget); every retry
-	// waits its turn at the key. nil: the rules above.
+	// status and header, not its body. What it cannot change:
+	// MaxAttempts, MaxElapsed, MaxRetryAfter, the context and the retry
+	// budget still end retrying (every retry but a quota signal's spends
+	// the budget); every retry waits its turn at the key. nil: the rules
+	// above.
 	ShouldRetry func(resp *http.Response, err error, retry bool) bool
 
 	// Prepare, if set, is called before each retry with the request it
@@ -103,8 +105,9 @@ type Retry struct {
 	// as it is (no jitter is added), never shorter than the server's
 	// Retry-After (a second for a quota refusal that states no wait, as
 	// above); backoff.Stop ends retrying. The key's pauses keep their
-	// own length (the server's Retry-After, else the backoff of
-	// InitialDelay and MaxDelay). A nil BackOff made: no retries. nil:
+	// own length (the server's Retry-After, a second for a quota refusal
+	// that states none, else, in an outage, the backoff of InitialDelay
+	// and MaxDelay). A nil BackOff made: no retries. nil:
 	// exponential from InitialDelay to MaxDelay, with full jitter.
 	NewBackOff func() backoff.BackOff
 }

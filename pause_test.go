@@ -495,3 +495,52 @@ func TestAnOutageLongOverIsForgotten(t *testing.T) {
 		assert.EqualValues(t, 1, st.Pauses, "no pause but the outage's")
 	})
 }
+
+// A 429 that states no wait is taken to ask for a second, "as is the pause
+// of its key" (Retry), and ErrPaused is for a key "held by the server for
+// longer than the longest Retry-After honoured". A long retry backoff is
+// the refused request's own: it must not hold the whole key, nor make the
+// others fail with ErrPaused for a wait no server asked for.
+func TestARefusalThatStatesNoWaitPausesTheKeyASecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		n := 0
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if n++; n == 1 {
+				return reply(r, http.StatusTooManyRequests), nil // no Retry-After, no quota headers
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		var paused []time.Duration
+		start := time.Now()
+		rt := throttle.New(base,
+			throttle.WithRetry(throttle.Retry{InitialDelay: time.Hour, MaxDelay: time.Hour, MaxElapsed: 2 * time.Hour}),
+			throttle.WithEvents(func(e throttle.Event) {
+				if e.Kind == throttle.EventPaused {
+					mu.Lock()
+					paused = append(paused, e.Until.Sub(start))
+					mu.Unlock()
+				}
+			}))
+		defer rt.Close()
+		go func() {
+			resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://api.test/a"))
+			if assert.NoError(t, err) {
+				resp.Body.Close()
+			}
+		}()
+		time.Sleep(2 * time.Second)
+		resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://api.test/b"))
+		require.NoError(t, err, "another request, 2 s after a 429 that asked for no wait")
+		resp.Body.Close()
+		assert.Equal(t, 2*time.Second, time.Since(start), "it goes at once: the key's pause of a second is over")
+		mu.Lock()
+		for _, p := range paused {
+			assert.LessOrEqual(t, p, time.Second, "the key paused until %v for a 429 that asked for no wait", p)
+		}
+		mu.Unlock()
+		time.Sleep(3 * time.Hour) // the refused request's own retry
+	})
+}

@@ -15,7 +15,7 @@ import (
 type Quota struct {
 	Limit     int           // requests allowed per window (X-RateLimit-Limit, RateLimit-Policy q, RateLimit limit, Shopify's "/40")
 	Remaining int           // requests left in the window (X-RateLimit-Remaining, RateLimit r or remaining; else Limit - Used)
-	Used      int           // requests spent in the window (X-RateLimit-Used, Shopify's "32/"; else Limit - Remaining)
+	Used      int           // requests spent in the window (X-RateLimit-Used, Shopify's "32/"; else Limit - Remaining, but for the IETF List fields, which state no use)
 	Reset     time.Duration // time until the quota resets (X-RateLimit-Reset, RateLimit t or reset); never negative
 	Window    time.Duration // the policy's window length (RateLimit-Policy w), 0 when not given
 	Policy    string        // the IETF policy name, e.g. "default"; "" for the other fields and unnamed items

@@ -434,16 +434,19 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 		o.now, mono = r.t.now()
 	}
 	pause := o.delay
-	if o.h.throttled() && o.h.hasWait && o.h.wait > 0 {
-		// The key pauses for what the server asked; the refused request
+	if o.h.throttled() && (!o.h.hasWait || o.h.wait > 0) {
+		// The key pauses for what the server asked (a second, for a
+		// refusal that states no wait: see Retry); the refused request
 		// itself may wait longer, its own backoff. (One unlucky request
 		// must not pause the whole key for its growing backoff: a key
 		// whose every probe found the quota spent by another client,
 		// which the server's whole-second waits always woke it too late
-		// for, paused ever longer.) A refusal that states no wait pauses
-		// the key for the request's backoff, which grows while it is
-		// refused.
-		pause = o.h.wait
+		// for, paused ever longer; and a refusal that stated no wait
+		// paused the key for the refused request's backoff, up to
+		// MaxDelay: with a MaxDelay past MaxRetryAfter, the other
+		// requests failed at once with ErrPaused, a pause no server
+		// asked for.)
+		pause = least
 	}
 	tk.req = r.req
 	r.t.learn(&o.ls, ks, tk, resp, &o.h, pause, o.now, mono)
