@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -101,4 +102,40 @@ func TestPriorityStarvesNothing(t *testing.T) {
 		}
 		assert.Greater(t, passed, 30, "the higher priority went first while it could")
 	})
+}
+
+// With: "Options given again replace those of a parent context one by one,
+// the later winning". A request whose own context gives a valid Cost or
+// PartitionKey must not fail for the invalid one its parent context gave.
+func TestWithTheLaterOptionWins(t *testing.T) {
+	var mu sync.Mutex
+	var keys []string
+	rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+		return reply(r, http.StatusOK), nil
+	}), throttle.WithEvents(func(e throttle.Event) {
+		if e.Kind == throttle.EventAnswered {
+			mu.Lock()
+			keys = append(keys, e.Key)
+			mu.Unlock()
+		}
+	}))
+	defer rt.Close()
+	for _, ctx := range []context.Context{
+		throttle.With(throttle.With(context.Background(), throttle.Cost(0)), throttle.Cost(2)),
+		throttle.With(throttle.With(context.Background(), throttle.PartitionKey("")), throttle.PartitionKey("tenant-7")),
+		throttle.With(context.Background(), throttle.Cost(-1), throttle.NoRetry(), throttle.Cost(1)),
+	} {
+		resp, err := rt.RoundTrip(newReq(t, ctx, http.MethodGet, "http://api.test/"))
+		if assert.NoError(t, err) {
+			resp.Body.Close()
+		}
+	}
+	assert.Equal(t, []string{"api.test", "tenant-7", "api.test"}, keys)
+	assert.EqualValues(t, 4, rt.Stats().Total.Units, "the later Cost(2), then 1 and 1")
+
+	// The last of its name still fails the request.
+	ctx := throttle.With(throttle.With(context.Background(), throttle.Cost(2)), throttle.Cost(0))
+	_, err := rt.RoundTrip(newReq(t, ctx, http.MethodGet, "http://api.test/"))
+	require.ErrorIs(t, err, throttle.ErrInvalidRequestOption)
+	assert.True(t, strings.Contains(err.Error(), "Cost: 0"), err.Error())
 }

@@ -157,9 +157,16 @@ func requestOptions(ctx context.Context, c *reqConfig) error {
 // options does not get here.
 func applyRequestOptions(opts []RequestOption) (c reqConfig, err error) {
 	var bad []string
-	for _, o := range opts {
+	for i, o := range opts {
 		if o.apply == nil {
 			bad = append(bad, "the zero RequestOption (make options with NoRetry, PartitionKey…)")
+			continue
+		}
+		if replaced(opts[i+1:], o.name) {
+			// Given again later (a parent context's, say): the later
+			// wins, as With says, and this one is not read at all
+			// (found in review: a parent's Cost(0) failed a request
+			// whose own context gave Cost(2)).
 			continue
 		}
 		if err := o.apply(&c); err != nil {
@@ -170,4 +177,14 @@ func applyRequestOptions(opts []RequestOption) (c reqConfig, err error) {
 		return c, fmt.Errorf("%w: %s", ErrInvalidRequestOption, strings.Join(bad, "; "))
 	}
 	return c, nil
+}
+
+// replaced reports whether an option of the name given is among later.
+func replaced(later []RequestOption, name string) bool {
+	for _, o := range later {
+		if o.apply != nil && o.name == name {
+			return true
+		}
+	}
+	return false
 }
