@@ -57,6 +57,28 @@ func (w *windowServer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return reply(r, status, kv...), nil
 }
 
+// toldThenJob sends one request through a Transport alone on w, which
+// tells it the quota, then a job of n with 16 workers, and checks that no
+// window was sent more than it allows, and none refused.
+func (w *windowServer) toldThenJob(t *testing.T, n int) {
+	t.Helper()
+	rt := throttle.New(w)
+	defer rt.Close()
+	resp, err := rt.RoundTrip(newReq(t, t.Context(), http.MethodGet, "http://api.test/first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	took := job(t, rt, n)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t.Logf("took %v; requests that reached each window: %v; %d refused", took, w.reached, w.refused)
+	for i, k := range w.reached {
+		assert.LessOrEqual(t, k, w.n, "requests that reached window %d, which allows %d", i, w.n)
+	}
+	assert.Zero(t, w.refused, "requests refused")
+}
+
 // A window longer than 10 s whose length its fields do not state
 // (X-RateLimit-*, draft 07's RateLimit without RateLimit-Policy) gives
 // back its limit at its reset, and no more: the requests waiting beyond
@@ -87,25 +109,10 @@ func TestAWindowsResetLetsGoOnlyItsLimit(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const limit, per = 3, time.Minute
 				srv := newWindowServer(limit, per, 5*time.Millisecond, f.form)
-				rt := throttle.New(srv)
-				defer rt.Close()
 				// One request tells the quota: 2 of 3 remain this minute.
-				req := newReq(t, t.Context(), http.MethodGet, "http://api.test/first")
-				resp, err := rt.RoundTrip(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
 				// Then a job of 14 with 16 workers: 2 this minute, 3 in
 				// each of the next four.
-				took := job(t, rt, 14)
-				srv.mu.Lock()
-				defer srv.mu.Unlock()
-				t.Logf("took %v; requests that reached each window: %v; %d refused", took, srv.reached, srv.refused)
-				for i, n := range srv.reached {
-					assert.LessOrEqual(t, n, limit, "requests that reached window %d, which allows %d", i, limit)
-				}
-				assert.Zero(t, srv.refused, "requests refused")
+				srv.toldThenJob(t, 14)
 			})
 		})
 	}
@@ -124,22 +131,7 @@ func TestReorderedAnswersAreNoEarlyReset(t *testing.T) {
 			return []string{"X-RateLimit-Limit", strconv.Itoa(l), "X-RateLimit-Remaining", strconv.Itoa(r),
 				"X-RateLimit-Reset", strconv.Itoa(int((at.Sub(now) + time.Second - 1) / time.Second))}
 		})
-		rt := throttle.New(srv)
-		defer rt.Close()
-		req := newReq(t, t.Context(), http.MethodGet, "http://api.test/first")
-		resp, err := rt.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		took := job(t, rt, 49) // 9 this minute, 10 in each of the next four
-		srv.mu.Lock()
-		defer srv.mu.Unlock()
-		t.Logf("took %v; requests that reached each window: %v; %d refused", took, srv.reached, srv.refused)
-		for i, n := range srv.reached {
-			assert.LessOrEqual(t, n, limit, "requests that reached window %d, which allows %d", i, limit)
-		}
-		assert.Zero(t, srv.refused, "requests refused")
+		srv.toldThenJob(t, 49) // 9 this minute, 10 in each of the next four
 	})
 }
 
