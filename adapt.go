@@ -443,6 +443,11 @@ func (e *evidence) refusedMuch(admitted uint64, sending int32) bool {
 func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyond, unexpl bool) {
 	a, ev := &ks.troubled().adapt, &ks.ev
 	a.dense = false
+	// A refusal the quota the headers describe does not explain, while
+	// such refusals do not dominate the key's recent answers, is a
+	// gateway's, most often: it cuts no configured pace, its windows
+	// included (see unexplained, pause.go).
+	gateway := unexpl && !ks.health.refusedMost()
 	ev.record(true)
 	ev.refusals++
 	a.trial.answered(tk.adm, true, ks.atCeil())
@@ -459,7 +464,7 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 	if tk.probe || tk.adm <= a.cutAdm {
 		if !tk.probe && a.cutAdm != 0 {
 			a.spent = true // another refusal of the episode: see rule 2
-			if !a.run.cut && at >= a.noiseEnd && a.run.spent() {
+			if !a.run.cut && at >= a.noiseEnd && a.run.spent() && !gateway {
 				// The episode's first refusal, taken for a lone one, has
 				// company: the windows are cut now, and what was sent
 				// before belongs to this episode.
@@ -524,7 +529,7 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 		// begin): this cut proves the ceiling lower.
 		share, dense = float64(t.k-1)/float64(max(t.n, outageAnswers)), true
 	}
-	if wait > coarseWait || !a.run.cut && a.run.spent() {
+	if (wait > coarseWait || !a.run.cut && a.run.spent()) && !gateway {
 		ks.cutWindows(tk.mono, at)
 	}
 	switch {

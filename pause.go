@@ -424,10 +424,10 @@ func (ks *keyState) collision(h hint, unexpl bool) bool {
 	switch {
 	case h.wait > coarseWait:
 		return false
-	case len(ks.wins) > 0:
-		return !ks.tr.adapt.run.spent()
 	case unexpl:
 		return !ks.health.refusedMost()
+	case len(ks.wins) > 0:
+		return !ks.tr.adapt.run.spent()
 	case ks.lim != nil && !ks.learned():
 		return bits.OnesCount32(ks.health.refused) <= refusalsMin || !ks.ev.often && !ks.tr.adapt.dense // a configured pace
 	case ks.health.refusing():
