@@ -22,10 +22,12 @@ import (
 // out each worker drew a 429: 2.9-3.7% of the requests refused, now 0.1%).
 //
 // A refusal is news of the policies whose reading says too little remains
-// for the request refused, or of all of them when none does (a limit the
-// headers do not describe refused it, as with one policy): a policy with
-// plenty left is not a bucket refilling slower than measured, nor a window
-// refused after its reset.
+// for the request refused, and of no other: a policy with plenty left is
+// not a bucket refilling slower than measured, nor a window refused after
+// its reset. When none says so, a limit the headers do not describe
+// refused it, with one policy as with several (pause.go learns from it as
+// such; blamed on the one mirror, as it was, a Remaining that never falls
+// made a bucket of 100 a second a window of 5 a second: see readQuota).
 //
 // Readings without a policy name (X-RateLimit-*, Shopify's), and those of
 // an answer that lists one policy, go to the first mirror, as they always
