@@ -516,10 +516,7 @@ func TestMemoryStoreChangesNothingAlone(t *testing.T) {
 			for i, withStore := range []bool{false, true} {
 				synctest.Test(t, func(t *testing.T) {
 					base := newRecorder()
-					opts := []throttle.Option{throttle.WithPolicy(tc.p)}
-					if withStore {
-						opts = append(opts, throttle.WithStore(throttle.NewMemoryStore()))
-					}
+					opts := policyAndStore(tc.p, withStore)
 					rt := throttle.New(base, opts...)
 					defer rt.Close()
 					require.NoError(t, do(t, rt, "http://api.example/first"))
@@ -755,10 +752,7 @@ func TestACancelledBookedHeadLeavesNoHole(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/store=%v", tc.name, withStore), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					base := newRecorder()
-					opts := []throttle.Option{throttle.WithPolicy(tc.p)}
-					if withStore {
-						opts = append(opts, throttle.WithStore(throttle.NewMemoryStore()))
-					}
+					opts := policyAndStore(tc.p, withStore)
 					rt := throttle.New(base, opts...)
 					defer rt.Close()
 					// Another client of the quota (another process's
@@ -834,4 +828,14 @@ func TestAPanickingCallbackStillSharesThePause(t *testing.T) {
 			})
 		})
 	}
+}
+
+// policyAndStore is the options of a Transport under p, sharing its quota
+// through a MemoryStore of its own if withStore.
+func policyAndStore(p throttle.Policy, withStore bool) []throttle.Option {
+	opts := []throttle.Option{throttle.WithPolicy(p)}
+	if withStore {
+		opts = append(opts, throttle.WithStore(throttle.NewMemoryStore()))
+	}
+	return opts
 }
