@@ -1637,8 +1637,12 @@ func TestThreeTransportsShareAWindow(t *testing.T) {
 // measured the faster rate (regression: 99 runs of 200 fair in the model,
 // 182 before the credit). The runs' order of goroutines varies, so the
 // rule is on 48 runs, 24 told by each form of headers: fair 21-27 times
-// before, 44-46 now (6 executions, 2 under -race); 34 is 3 deviations and
-// more from either.
+// before the credit, 44-46 after (6 executions, 2 under -race). Since a
+// count that comes back is taken for a reset placed late only from a
+// request sent after the reading it exceeds (000b73b: answers read out of
+// order sent 18 requests into a window of 10), a key sees a bucket's
+// refill that way a round trip later, and the runs are fair 38-44 times,
+// 33-43 under -race (10 executions); 30 still tells the 21-27 apart.
 func TestTwoTransportsShareANearBucketFairly(t *testing.T) {
 	fair := 0
 	for _, ietf := range []bool{false, true} {
@@ -1652,7 +1656,7 @@ func TestTwoTransportsShareANearBucketFairly(t *testing.T) {
 		}
 	}
 	t.Logf("%d of 48 fair", fair)
-	assert.GreaterOrEqual(t, fair, 34, "a fair share each, in most runs")
+	assert.GreaterOrEqual(t, fair, 30, "a fair share each, in most runs")
 }
 
 // Two transports on a bucket of 100 a second, 5 deep, told by
