@@ -24,8 +24,9 @@ import (
 // they go again with the same Idempotency-Key).
 //
 // A record is known by its id and the SHA-256 of its bytes, so a record
-// edited since (to fix what made it fail) is sent again, and two identical
-// records are two uploads. A last line without its "\n" was being written
+// edited since (to fix what made it fail) is sent again, with an
+// Idempotency-Key of its own (the key holds the id and the digest), and
+// two identical records are two uploads. A last line without its "\n" was being written
 // when the run stopped: it is dropped, and the file cut back to the last
 // whole line before anything is appended. Any other line that is not an
 // entry is an error: the file is then not a journal, and left as it is.
