@@ -49,7 +49,11 @@ import (
 //     at the quota sees Remaining near 0 and a Reset of one second all the
 //     time, and waiting for it would be far too slow. Its rate is measured
 //     instead: the climb of Remaining, plus the accepted requests in
-//     between, over the time between the two answers. Others spending the
+//     between, over the time between the two answers. A Reset that says
+//     when the bucket is full tells a deep one spent faster than it
+//     refills before any climb shows, even from answers that came
+//     together: it moves later by 1/rate with each request the bucket
+//     takes, where a window's end stays put (see endMoved). Others spending the
 //     same quota show as a slower climb, so the rate measured is what is
 //     left for us. Its level is read with care for answers that overtake
 //     one another, and credited what the bucket refilled since the server
@@ -232,6 +236,8 @@ type told struct {
 	leftSeen   uint64        // admissions when that answer came: those after it were sent knowing it
 	level      float64       // a bucket's tokens as of levelAt, our requests sent by then counted (see readLevel)
 	levelAt    time.Duration // 0: no level read yet
+	levelAdm   uint64        // the admission whose answer's reading set level: ours after it are taken from it
+	refusals   []refusal     // the latest of ours refused, oldest first (see refusedAfter)
 	sent       uint64        // our admissions since the mirror began
 	leftSent   uint64        // sent, as of levelAt
 	foldAt     time.Duration // an admission after levelAt, whose units sent by then (foldSent) are taken into level a trip later (see fold)
@@ -268,6 +274,7 @@ type told struct {
 	longest    time.Duration   // the longest reset seen: about a window's length
 	earlyAt    time.Duration   // when the count last came back before the reset known (see earlyReset)
 	notWhole   bool            // a kind not yet known: a reading after the last reset found the quota not back whole (see wholeAgain)
+	firstEnd   stated          // a kind not yet known: the reading that stated the earliest end (see endMoved)
 	sends      []time.Duration // our admissions over the last window length, oldest first
 	answers    []time.Duration // our accepted answers over the last window length, oldest first
 	rtt        time.Duration   // about the longest a request takes to reach the server
@@ -321,6 +328,9 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 	}
 	if !accepted && blamed && m.heldRoom(now, adm, inflight, n) {
 		m.othersSeen = now
+	}
+	if !accepted {
+		m.refused(adm, n)
 	}
 	if accepted {
 		m.acc += int64(n)
@@ -400,6 +410,9 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 	m.measure(now, sent, r, inflight, admitted-m.rollAdm)
 	if m.kind == kindUnknown && accepted {
 		m.overTaken(now, r)
+	}
+	if m.kind == kindUnknown && accepted && q.HasReset {
+		m.endMoved(q, now, sent, r, inflight)
 	}
 	if lo := m.readLeft(); m.kind == kindUnknown && m.tested && accepted && (adm > m.leftSeen || m.depth < minDepth) && int64(r)+1 > lo+inflight &&
 		(m.depth < minDepth || int64(r)+inflight+2 < int64(m.depth)) && // back to full: a reset, perhaps
@@ -639,13 +652,56 @@ func (m *told) readLevel(r int, now, sent time.Duration, adm, admitted uint64) {
 	if there < float64(m.depth)/16 {
 		there = 0 // a sliver: see above
 	}
-	v := min(float64(r)+m.rate*credit.Seconds(), float64(m.depth)) + there - float64(admitted-adm)
+	v := min(float64(r)+m.rate*credit.Seconds(), float64(m.depth)) + there - float64(admitted-adm) + float64(m.refusedAfter(adm))
 	if m.levelAt != 0 {
 		if carried := m.bucket(now); v > carried {
 			v = carried + (v-carried)/8
 		}
 	}
-	m.level, m.levelAt, m.leftSent = v, now, m.sent
+	m.level, m.levelAt, m.leftSent, m.levelAdm = v, now, m.sent, adm
+}
+
+// refusal is a request of ours that the server refused: it took nothing
+// from a bucket.
+type refusal struct {
+	adm uint64 // its admission
+	n   int    // its units
+}
+
+// maxRefusals is the most refusals a mirror keeps: enough for a first
+// burst of many workers, most of it refused.
+const maxRefusals = 64
+
+// refused records that the request of admission adm, of n units, was
+// refused. A bucket's level took ours admitted after the reading it was
+// set from as taken from it (see readLevel), and those refused took
+// nothing: each gives its units back, as a later reading learns by
+// refusedAfter. (Regression: a bucket of 2 a second, 20 deep, told by
+// X-RateLimit-* and met by 64 requests at once, 40 of them refused, was
+// told from a window within the burst (see endMoved); its level, read
+// from an early answer, took the 40 refused as spent, 20 s of refill
+// below what the server held: the key sent nothing for 17 s, 1.42x the
+// ideal.)
+func (m *told) refused(adm uint64, n int) {
+	if m.kind == kindBucket && m.levelAt != 0 && adm > m.levelAdm {
+		m.level += float64(n)
+	}
+	if len(m.refusals) == maxRefusals {
+		m.refusals = append(m.refusals[:0], m.refusals[1:]...)
+	}
+	m.refusals = append(m.refusals, refusal{adm, n})
+}
+
+// refusedAfter is how many units of ours admitted after adm are known
+// refused.
+func (m *told) refusedAfter(adm uint64) int {
+	k := 0
+	for _, f := range m.refusals {
+		if f.adm > adm {
+			k += f.n
+		}
+	}
+	return k
 }
 
 // bucket is a bucket's tokens at now, less our requests sent since the

@@ -280,3 +280,45 @@ func TestBucketShortOfTheHeadWakesItOnlyWhenSomethingChanges(t *testing.T) {
 		})
 	}
 }
+
+// Only a bucket's reset, the time until it is full, places the quota's end
+// later with each request it takes: a fixed window's stays put, a log's
+// moves no later than the answers come, and a sliding counter's moves a
+// window's length at its windows' ends, which fits no one rate of refill
+// (see endMoved). Each reading here is of one request, 5 ms on its way,
+// on a quota of 10, its reset in whole seconds.
+func TestOnlyABucketsEndMovesLaterAsItsCountFalls(t *testing.T) {
+	type reading struct {
+		sent      time.Duration
+		remaining int
+		reset     time.Duration
+	}
+	s := time.Second
+	for _, c := range []struct {
+		name     string
+		readings []reading
+		want     quotaKind
+	}{
+		{"bucket of 0.1 a second, four at once", []reading{{s, 9, 10 * s}, {s, 8, 20 * s}, {s, 7, 30 * s}, {s, 6, 40 * s}}, kindBucket},
+		{"answered out of order", []reading{{s, 7, 30 * s}, {s, 9, 10 * s}}, kindBucket},
+		{"fixed window of 10 a minute", []reading{{s, 9, 60 * s}, {s, 8, 60 * s}, {20 * s, 7, 41 * s}, {40 * s, 6, 21 * s}}, kindUnknown},
+		{"log of 10 a minute, one every 5 s", []reading{{s, 9, 60 * s}, {5 * s, 8, 60 * s}, {10 * s, 7, 60 * s}, {15 * s, 6, 60 * s}}, kindUnknown},
+		{"sliding counter of 10 a minute, across its window's end", []reading{{59 * s, 4, 61 * s}, {60500 * time.Millisecond, 3, 120 * s}}, kindUnknown},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := told{}
+			for i, r := range c.readings {
+				adm := uint64(i + 1)
+				m.took(r.sent, adm, 0, 1)
+				q := Quota{Limit: 10, Remaining: r.remaining, Reset: r.reset, HasLimit: true, HasRemaining: true, HasReset: true}
+				m.read(q, r.sent+5*time.Millisecond, r.sent, adm, adm, 0, 1, true, true)
+			}
+			if m.kind != c.want {
+				t.Errorf("kind %v, want %v", m.kind, c.want)
+			}
+			if c.want == kindBucket && math.Abs(m.rate-0.1) > 0.01 {
+				t.Errorf("rate %.3f a second, want 0.1", m.rate)
+			}
+		})
+	}
+}

@@ -1,6 +1,9 @@
 package throttle
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // This file tells the kind of the server's quota from how its headers move
 // (see told.go): a fixed window, a log of recent requests, or a bucket.
@@ -255,6 +258,121 @@ func (m *told) wholeAgain(now time.Duration, r int, adm, admitted uint64) {
 	}
 }
 
+// stated is a reading's reset as an instant: when the quota said it would
+// be whole again.
+type stated struct {
+	end  time.Duration // the answer's time plus its reset
+	at   time.Duration // when the answer came; 0: no reading
+	trip time.Duration // its round trip: the server read its count within it
+	rem  int           // Remaining
+	lim  int           // Limit, 0 when not stated
+}
+
+// endResolution is how far apart two readings of one fixed instant may
+// place it, beyond the round trips in which the server read them: a second
+// of rounding (resets are stated in whole seconds), and a second more for
+// a reset stated as a time, read against the server's clock as its Date
+// shows it, truncated to its second (see instant).
+const endResolution = 2 * time.Second
+
+// endMoved tells a bucket by where its reset places the quota's end, as
+// an instant (the answer's time plus the reset), from Remaining, r, read
+// at now in the answer to a request sent at sent, and the reading of a
+// kind not yet known that stated the earliest end (firstEnd). A window's
+// end is fixed: a reset in seconds shrinks as time passes, a time stays
+// put. A log is whole a window's length after its newest request, so its
+// end moves no later than the answers come. A bucket whose Reset says
+// when it is full again (X-RateLimit-Reset of Twitch's kind, and
+// throttletest's) is full once it refilled what it lacks: its end moves
+// later by 1/rate with each request it takes, whenever they come. So two
+// readings whose ends are further apart than the resolution
+// (endResolution, the round trips of both and the time between the
+// answers), the later end with less remaining, are a bucket's, when both
+// were read before the earlier end (less the same resolution: past it, a
+// window may have reset, a log let its oldest go), and one rate fits both
+// (see refills): each reset is what the bucket lacked of its depth at that
+// rate. (A sliding counter's reset, the end of the window after the
+// current one, moves a window's length at each of its windows' ends, but
+// that move fits no one rate: a counter of 10 a minute read at 59 s with
+// 4 remaining and a reset of 61 s, then at 60.5 s with 3 and 119.5 s,
+// would refill at 0.08-0.10 a second by the one and 0.05-0.06 by the
+// other.) Its rate is the lesser of what the move shows (the fall of
+// Remaining over the time the end moved, less the time between the
+// answers, in which the bucket refilled) and of what the later reading
+// shows (what it lacks of the depth over its time until full).
+//
+// Spans of Remaining (see measure) cannot show a slow bucket whose answers
+// came together, and while the kind is unknown the key takes the earliest
+// reset for a window's end, back whole, and then, refused, the latest
+// reset for the wait (regression, found in review: a bucket of 2 a
+// second, 100 deep, told by X-RateLimit-* on every answer, 4 workers, 140
+// requests: its first 100 read Remaining 99 to 0 and resets of 1 to 50 s
+// within 80 ms; the key let 4 go at the first reset, 2 refused, and then
+// held the rest 50 s: 2.55x the ideal; 500 deep, 540 requests, 12.6x).
+// A bucket's reset that says when its next token comes, as RateLimit's t
+// does, moves no later while tokens are taken, and tells nothing; nor
+// does RateLimit-Policy's q per w, which is a bucket's rate and a window's
+// alike.
+func (m *told) endMoved(q Quota, now, sent time.Duration, r int, inflight int64) {
+	cur := stated{end: now + min(q.Reset, longestReset, holdsForAnswer-1-now), at: now, trip: now - sent, rem: r}
+	if q.HasLimit {
+		cur.lim = q.Limit
+	}
+	a := &m.firstEnd
+	if a.at != 0 && (a.lim != cur.lim || now >= a.end-endResolution-a.trip) {
+		*a = stated{} // another limit, or a reset may have passed
+	}
+	if a.at != 0 && r != a.rem {
+		hi, lo := *a, cur // the higher count, read first by the server
+		if r > a.rem {
+			hi, lo = cur, *a
+		}
+		apart := lo.at - hi.at
+		slack := endResolution + hi.trip + lo.trip + max(apart, -apart)
+		depth := max(m.depth, m.limit)
+		loA, hiA := hi.refills(depth)
+		loB, hiB := lo.refills(depth)
+		if move := lo.end - hi.end; move > slack && now < hi.end-endResolution-hi.trip && max(loA, loB) <= min(hiA, hiB) {
+			moved := float64(hi.rem-lo.rem) / (move - max(0, apart)).Seconds()
+			full := float64(depth-lo.rem) / (lo.end - lo.at).Seconds()
+			m.kind, m.rate, m.markAt = kindBucket, max(0, min(moved, full)), 0
+			// Its level, from what the window's count knew: the lowest
+			// Remaining read, less ours on their way. The server counts
+			// requests sent together in any order, and the answer to the
+			// latest admission, which a bucket's level is read from, may
+			// be of one it counted first (regression: a bucket of 2 a
+			// second, 20 deep, met by 16 requests at once, was told so
+			// within the burst; its level, read from a request counted
+			// fifth of the first fourteen, said 11 where 4 remained, and
+			// the next 12 went: 8 refused).
+			left := int64(r)
+			if m.leftAt != 0 {
+				left = min(left, m.readLeft())
+			}
+			m.level, m.levelAt, m.leftSent, m.levelAdm = float64(left-max(inflight, 0)), now, m.sent, m.lastAdm
+			return
+		}
+	}
+	if a.at == 0 || cur.end < a.end {
+		*a = cur
+	}
+}
+
+// refills is the range of rates at which a bucket of depth would be full
+// at the end x states: what it lacked when the server read its count
+// (depth less Remaining, and up to one more: Remaining is whole tokens)
+// over the time from then to that end, each within the reset's resolution
+// and x's round trip.
+func (x stated) refills(depth int) (lo, hi float64) {
+	lacked := float64(depth - x.rem)
+	lo = max(0, lacked-1) / (x.end + endResolution + x.trip - x.at).Seconds()
+	hi = math.Inf(1)
+	if least := x.end - endResolution - x.trip - x.at; least > 0 {
+		hi = lacked / least.Seconds()
+	}
+	return lo, hi
+}
+
 // notALog reports whether Remaining, r, read at now, is more than a log of
 // recent requests could hold: ours answered from a window's length less a
 // round trip ago to a round trip ago were counted within the window's
@@ -317,7 +435,7 @@ const retellAfter = 3
 func (m *told) retell() {
 	m.kind, m.rate, m.recurred, m.refusedAt, m.logRefused, m.overSince = kindUnknown, 0, 0, 0, false, 0
 	m.markAt, m.reads, m.passed, m.still, m.tested = 0, 0, false, false, false
-	m.levelAt, m.notWhole = 0, false
+	m.levelAt, m.notWhole, m.firstEnd = 0, false, stated{}
 }
 
 // ceiling is the most a window or a log, as far as the key has read it,

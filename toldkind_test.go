@@ -319,3 +319,63 @@ func TestASlowBucketToldByIETFIsNotHeldHalfItsPolicyPeriod(t *testing.T) {
 		})
 	}
 }
+
+// A slow deep bucket told by X-RateLimit-* on every answer, its Reset the
+// time until it is full (throttletest's, and Twitch's Ratelimit-Reset), is
+// spent by the first of a job, within a few round trips: no span of
+// Remaining shows its refill, but its Reset does, growing by 1/rate with
+// each request it takes where a window's end stays put (see endMoved).
+// Regression, found in review: taken for a window, 2 a second 500 deep was
+// held until its last reset, 250 s: 12.6x the ideal; 100 deep, 2.6x; 10 a
+// second 500 deep, 2.6x. And met by 64 requests at once, a bucket of 20
+// told so within the burst took the 40 refused for spent and held the key
+// 17 s (1.42x; see told.refused).
+func TestASlowBucketsResetUntilFullShowsABucket(t *testing.T) {
+	for _, c := range []struct {
+		rate              float64
+		depth, n, workers int
+		refusedAtMost     int64
+	}{{2, 500, 540, 16, 3}, {2, 100, 140, 4, 3}, {2, 100, 140, 1, 3}, {10, 500, 700, 16, 3}, {2, 20, 60, 64, 40}} {
+		t.Run(fmt.Sprintf("rate=%v/depth=%d/workers=%d", c.rate, c.depth, c.workers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				limit := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: c.rate, Burst: c.depth}
+				x, refused := slowBucketJob(t, limit, false, c.n, c.workers, 20*time.Second) // (n - depth) / rate
+				assert.LessOrEqual(t, x, 1.10)
+				assert.LessOrEqual(t, refused, c.refusedAtMost)
+			})
+		})
+	}
+}
+
+// A fixed window (10 a minute) told by either form of headers keeps its
+// reset as its end: four requests at once leave 6, which Stats still says
+// at 30 s, with the reset a minute after the start, and the window is back
+// to 10 once that reset passed. (Its resets shrink as time passes: the end
+// they state stays put, and it is not taken for a bucket's.)
+func TestAWindowsResetStaysItsEnd(t *testing.T) {
+	for _, ietf := range []bool{false, true} {
+		t.Run(fmt.Sprint("ietf=", ietf), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(throttletest.Config{
+					Limits:     []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: 10, Per: time.Minute}},
+					XRateLimit: !ietf, IETF: ietf, HeadersOnSuccess: true, Latency: 5 * time.Millisecond})
+				rt := throttle.New(api)
+				defer rt.Close()
+				start := time.Now()
+				var wg sync.WaitGroup
+				for range 4 {
+					wg.Go(func() { getAt(t, rt, start) })
+				}
+				wg.Wait()
+				for _, at := range []time.Duration{0, 30 * time.Second} {
+					time.Sleep(at - time.Since(start))
+					st := rt.Stats().Keys["api.test"]
+					assert.Equal(t, 6, st.Remaining, "at %v", at)
+					assert.WithinDuration(t, start.Add(time.Minute), st.Reset, time.Second, "at %v", at)
+				}
+				time.Sleep(61*time.Second - time.Since(start))
+				assert.Equal(t, 10, rt.Stats().Keys["api.test"].Remaining, "whole after the reset")
+			})
+		})
+	}
+}
