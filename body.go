@@ -95,9 +95,11 @@ func (b *slotBody) Read(p []byte) (int, error) {
 }
 
 func (b *slotBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.release()
-	return err
+	// Given back even if the base's body panics in its Close (found in
+	// review: the caller recovered, and the key stayed at MaxInFlight for
+	// good).
+	defer b.release()
+	return b.ReadCloser.Close()
 }
 
 func (b *slotBody) release() {

@@ -772,3 +772,37 @@ func TestSwitchingProtocolsBodyKeepsItsConnection(t *testing.T) {
 		assert.Zero(t, rt.Stats().Keys["ws.test"].Slots)
 	})
 }
+
+// panicBody is a response body whose Close panics.
+type panicBody struct{ io.Reader }
+
+func (panicBody) Close() error { panic("body close") }
+
+// A response body whose Close panics, the caller recovering, gives its
+// MaxInFlight slot back. Regression, found in review: the slot was given
+// back after the base's Close returned, and the key stayed at its cap for
+// good: every later request waited out its deadline ("in-flight: context
+// deadline exceeded", Slots 1).
+func TestABodyWhoseClosePanicsGivesItsSlotBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := 0
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			n++
+			resp := reply(r, http.StatusOK)
+			if n == 1 {
+				resp.Body = panicBody{strings.NewReader("x")}
+			}
+			return resp, nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{MaxInFlight: 1}))
+		defer rt.Close()
+		resp, err := rt.RoundTrip(newReq(t, context.Background(), http.MethodGet, "http://api.example.com/"))
+		require.NoError(t, err)
+		assert.Panics(t, func() { resp.Body.Close() })
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		assert.NoError(t, doCtx(t, ctx, rt, "http://api.example.com/"), "the slot is still held: Slots %d",
+			rt.Stats().Keys["api.example.com"].Slots)
+	})
+}
