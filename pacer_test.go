@@ -368,3 +368,52 @@ func TestADeadlineBehindALargeFigureIsKept(t *testing.T) {
 		assert.Equal(t, []time.Duration{0, time.Second, time.Second}, rec.times())
 	})
 }
+
+// A request that ends without an answer (its deadline passed while it was on
+// its way, 400 ms from the server) may reach the server after the error:
+// it counts in the windows until Per after a round trip's bound past its
+// end. Regression, found in review: counted from the error, the next
+// request went 600 ms before a window of 1 a second had passed at the
+// server, which saw two within it.
+func TestAWindowCountsARequestCancelledOnItsWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		var arrivals []time.Duration
+		arrive := func() {
+			mu.Lock()
+			arrivals = append(arrivals, time.Since(start))
+			mu.Unlock()
+		}
+		n := 0
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			n++
+			first := n == 1
+			mu.Unlock()
+			if first {
+				// On its way: 400 ms to the server, whatever the client does.
+				time.AfterFunc(400*time.Millisecond, arrive)
+				<-r.Context().Done()
+				return nil, r.Context().Err()
+			}
+			arrive()
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{
+			Windows: []throttle.Window{{N: 1, Per: time.Second}}}))
+		defer rt.Close()
+
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		require.Error(t, doCtx(t, ctx, rt, "http://api.example.com/a"))
+		require.NoError(t, do(t, rt, "http://api.example.com/b"))
+		time.Sleep(time.Second)
+
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, arrivals, 2)
+		assert.GreaterOrEqual(t, arrivals[1]-arrivals[0], time.Second,
+			"the server saw the two requests at %v and %v: 2 within a window of 1 a second", arrivals[0], arrivals[1])
+	})
+}

@@ -566,9 +566,22 @@ func (ks *keyState) clockAt(mono time.Duration) time.Duration {
 // where they count units from then (its charge, or the server's figure),
 // and learns its round trip, to at (mono as clock has it), when it got a
 // response.
+//
+// An attempt that ended without a response (its context ended, a network
+// error) may still be on its way: the server counts it when it arrives,
+// after the client's error. Its entries count from a round trip's bound
+// after the error (latency.bound, as a Store's booking counts), not from
+// the error (found in review: a request whose deadline ended it 100 ms
+// after its sending, 400 ms from the server, counted until 1.1 s; the
+// next went then, and the server saw both within 0.7 s, 2 in a window of
+// 1 a second).
 func (ks *keyState) answered(tk *ticket, units int, response bool, mono, at time.Duration) {
+	counted := mono
+	if !response {
+		counted += ks.lat.bound()
+	}
 	for i := range ks.wins {
-		ks.wins[i].answered(tk.adm, units, mono)
+		ks.wins[i].answered(tk.adm, units, counted)
 	}
 	if !response {
 		return
