@@ -257,7 +257,7 @@ func parseIETF(rateLimit, policy []string, now *instant, rs *policyReadings) Quo
 	policies := few[:0]       // the usable items of RateLimit-Policy, the first of each name
 	var byName map[string]int // index in policies, once they are too many to scan
 	l := sfList{lines: policy}
-	for v, ps, ok := l.next(buf[:0]); ok; v, ps, ok = l.next(buf[:0]) {
+	for v, ps, ok := l.next(buf[:0]); ok; v, ps, ok = l.next(ps[:0]) {
 		name, named := v.str, v.isText() // a String, or a Token
 		q, hasQ := ps.count("q")
 		if !named || !hasQ || findPolicy(policies, byName, name) >= 0 {
@@ -274,7 +274,7 @@ func parseIETF(rateLimit, policy []string, now *instant, rs *policyReadings) Quo
 
 	var best Quota
 	l = sfList{lines: rateLimit}
-	for v, ps, ok := l.next(buf[:0]); ok; v, ps, ok = l.next(buf[:0]) {
+	for v, ps, ok := l.next(buf[:0]); ok; v, ps, ok = l.next(ps[:0]) {
 		name, named := v.str, v.isText() // a String, or a Token
 		r, hasR := ps.count("r")
 		i := findPolicy(policies, byName, name)
@@ -338,7 +338,7 @@ func rateLimitDictionary(lines []string, now *instant) Quota {
 	var buf [4]sfParam
 	var q Quota
 	d := sfDict{sfList{lines: lines}}
-	for key, v, _, ok := d.next(buf[:0]); ok; key, v, _, ok = d.next(buf[:0]) {
+	for key, v, ps, ok := d.next(buf[:0]); ok; key, v, ps, ok = d.next(ps[:0]) {
 		n, num := v.num, (v.kind == 'i' || v.kind == 'd') && !v.neg
 		if !num {
 			n = decimal{}
@@ -377,7 +377,7 @@ func (q *Quota) fillUnnamed(lines []string) {
 	var p quotaPolicy
 	found := false
 	l := sfList{lines: lines}
-	for v, ps, ok := l.next(buf[:0]); ok; v, ps, ok = l.next(buf[:0]) {
+	for v, ps, ok := l.next(buf[:0]); ok; v, ps, ok = l.next(ps[:0]) {
 		if v.kind != 'i' || v.neg {
 			continue
 		}

@@ -151,7 +151,7 @@ func parseReset(lines []string, now *instant) (time.Duration, bool) {
 	if d, ok := parseGoDuration(s); ok {
 		return d, true
 	}
-	if date, err := http.ParseTime(strings.Trim(lines[0], " \t")); err == nil {
+	if date, ok := parseHTTPDate(strings.Trim(lines[0], " \t"), now.now); ok {
 		return durationUntil(date, now.server()), true
 	}
 	return 0, false

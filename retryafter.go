@@ -33,7 +33,10 @@ const maxRetryDuration = time.Duration(math.MaxInt64)
 //     "Sunday, 06-Nov-94 08:49:37 GMT" and ANSI C's asctime form
 //     "Sun Nov  6 08:49:37 1994". The wait is the date minus now; a date at or
 //     before now gives 0, true. (The Transport passes the server's clock as now
-//     when the answer's Date field shows it to differ from its own.)
+//     when the answer's Date field shows it to differ from its own.) An RFC 850
+//     date's zone is GMT (or UTC, as Go writes it), and its two-digit year is
+//     the one RFC 9110 says: not more than 50 years after now, else a century
+//     before ("Friday, 01-Jan-60" is 1960 in 2000, 2060 in 2026).
 //
 // Retry-After is not a list, but proxies and client libraries join a
 // header's field lines into one, with a comma and optional whitespace, for any
@@ -169,11 +172,69 @@ func parseRetryAfterValue(value string, now *instant) (d time.Duration, whole, o
 		}
 		return n.duration(), !strings.Contains(value, "."), true
 	}
-	date, err := http.ParseTime(value)
-	if err != nil {
+	date, ok := parseHTTPDate(value, now.now)
+	if !ok {
 		return 0, false, false
 	}
 	return durationUntil(date, now.server()), true, true
+}
+
+// The layouts of an rfc850-date: its zone is GMT (RFC 9110, Section
+// 5.6.7), or UTC, as Go's time.RFC850 writes a time in UTC. Any other is no
+// HTTP-date: time.RFC850 read any zone abbreviation, at the offset the
+// client machine's own time zone gives that name, if any, else at GMT's
+// (found in review: "Saturday, 01-Jan-00 00:01:00 EST", as PHP's
+// DATE_RFC850 writes a local time, paused a key a minute on a machine in
+// UTC, and 5 h 1 min on one in New York).
+const (
+	rfc850GMT = "Monday, 02-Jan-06 15:04:05 GMT"
+	rfc850UTC = "Monday, 02-Jan-06 15:04:05 UTC"
+)
+
+// parseHTTPDate parses an HTTP-date in any of the three formats of RFC
+// 9110, Section 5.6.7, told apart by where their first comma is: right
+// after a day name of three letters (IMF-fixdate), after a longer one (RFC
+// 850's), or nowhere (asctime). now places an rfc850-date's two-digit year
+// (see rfc850Year).
+func parseHTTPDate(s string, now time.Time) (time.Time, bool) {
+	var t time.Time
+	var err error
+	switch i := strings.IndexByte(s, ','); {
+	case i == 3:
+		t, err = time.Parse(http.TimeFormat, s)
+	case i < 0:
+		t, err = time.Parse(time.ANSIC, s)
+	case strings.HasSuffix(s, " UTC"):
+		t, err = time.Parse(rfc850UTC, s)
+		t = rfc850Year(t, now)
+	default:
+		t, err = time.Parse(rfc850GMT, s)
+		t = rfc850Year(t, now)
+	}
+	return t, err == nil
+}
+
+// rfc850Year returns t, an rfc850-date's time, in the year whose last two
+// digits its two-digit year gives, as RFC 9110 reads it at now: the year
+// that is not more than 50 years after now, nor 50 or more before it.
+// (time.Parse's fixed pivot put them in 1969-2068: at 2000-01-01, year 60
+// was 2060 where the RFC says 1960, a key held 60 years; in 2026, year 76
+// was 1976 where it says 2076. Found in review.)
+func rfc850Year(t, now time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	now = now.UTC()
+	yy := t.Year() % 100
+	y := now.Year() - (now.Year()%100+100)%100 + yy // in now's century
+	d := time.Date(y, t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+	switch {
+	case d.After(now.AddDate(50, 0, 0)):
+		d = time.Date(y-100, t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+	case !d.After(now.AddDate(-50, 0, 0)):
+		d = time.Date(y+100, t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+	}
+	return d
 }
 
 // instant is when an answer came: now, by the client's clock, and, for the
@@ -218,8 +279,8 @@ func (c *instant) server() time.Time {
 	if len(v) == 0 || storedAnswer(c.h) {
 		return c.srv
 	}
-	date, err := http.ParseTime(strings.Trim(v[0], " \t"))
-	if err != nil {
+	date, ok := parseHTTPDate(strings.Trim(v[0], " \t"), c.now)
+	if !ok {
 		return c.srv
 	}
 	off := c.now.Sub(date) // the client's clock ahead by this, less the fraction and the way back

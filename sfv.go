@@ -37,11 +37,14 @@ func (ps sfParams) get(key string) (sfValue, bool) {
 // sfList reads the field lines of a Structured Field List (RFC 9651, Section
 // 4.2) one member (a bare item and its parameters) at a time. Each member's
 // parameters are appended to the slice next is given, so a buffer of the
-// caller's, reused, spares allocations:
+// caller's, reused, spares allocations; passing back the slice the last
+// member's came in, emptied, keeps what a member of more parameters than
+// the buffer holds grew it to, so a field of many such members allocates
+// once, not once a member:
 //
 //	var buf [8]sfParam
 //	l := sfList{lines: lines}
-//	for v, ps, ok := l.next(buf[:0]); ok; v, ps, ok = l.next(buf[:0]) { ... }
+//	for v, ps, ok := l.next(buf[:0]); ok; v, ps, ok = l.next(ps[:0]) { ... }
 //	if l.invalid { ... discard what next gave ... }
 //
 // The bare item and the parameters come apart so that escape analysis, which
