@@ -49,7 +49,19 @@ func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline 
 		margin = time.Duration(t.storeTrip.Load()) + ks.lat.bound()
 	}
 	ks.mu.Unlock()
-	res, err := t.reserve(ctx, ks, w, p, maxWait, margin)
+	// Asked first for no more than MaxRetryAfter: a departure behind a
+	// pause too long to wait out fails with ErrPaused, and must not be
+	// booked, spent at the pause's end, where it put the departure of the
+	// next process a turn past that end, and the Store no longer said
+	// that the pause held it (found in review: of three processes whose
+	// first request came after another's 429 with Retry-After: 3600, the
+	// first failed with ErrPaused and the two others slept the hour). A
+	// longer wait that no pause holds (a window's) is asked for again.
+	start, mra := now, t.cfg.retry.MaxRetryAfter
+	res, err := t.reserve(ctx, ks, w, p, min(maxWait, mra), margin)
+	if left := maxWait - time.Since(start); err == nil && !res.OK && !res.Paused && maxWait > mra && res.Wait <= left {
+		res, err = t.reserve(ctx, ks, w, p, left, margin)
+	}
 	now = time.Now()
 	ks.mu.Lock()
 	held := holder{limit: LimitStore}

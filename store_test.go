@@ -839,3 +839,80 @@ func policyAndStore(p throttle.Policy, withStore bool) []throttle.Option {
 	}
 	return opts
 }
+
+// A pause of an hour that one Transport met (a 429 that also cut its pace,
+// 10 a second to 8), shared through a Store, fails the requests of
+// another at once with ErrPaused, 3 s later, once the cut pace has climbed
+// back. Regression, found in review: Slow set the bucket's time after the
+// pause at the cut pace, and the first departure after the climb came
+// 0.2 s past the pause's end, beyond the half turn Reservation.Paused
+// allowed: the Store no longer said the pause held it, and the requests
+// slept the hour (3 of 3 sent after it).
+func TestALongSharedPauseHoldsOnceThePaceClimbed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := throttle.NewMemoryStore()
+		sent := 0
+		base := rtFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Header.Get("X-Who") == "a" {
+				return reply(req, http.StatusTooManyRequests, "Retry-After", "3600"), nil
+			}
+			sent++
+			return reply(req, http.StatusOK), nil
+		})
+		pol := throttle.Policy{Rate: 10, Burst: 10}
+		a := throttle.New(base, throttle.WithPolicy(pol), throttle.WithStore(store), throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
+		b := throttle.New(base, throttle.WithPolicy(pol), throttle.WithStore(store))
+		defer a.Close()
+		defer b.Close()
+		req := newReq(t, context.Background(), http.MethodGet, "http://api.example/x")
+		req.Header.Set("X-Who", "a")
+		resp, err := a.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		time.Sleep(3 * time.Second)
+		start := time.Now()
+		for i := range 3 {
+			assert.ErrorIs(t, do(t, b, "http://api.example/x"), throttle.ErrPaused, "request %d of the other Transport", i)
+		}
+		assert.Zero(t, time.Since(start), "at once")
+		assert.Zero(t, sent)
+	})
+}
+
+// A pause of an hour, shared through a Store, fails the first request of
+// each of three other Transports at once with ErrPaused. Regression, found
+// in review: a request without a deadline asked the Store for a departure
+// however far, and the first was booked at the pause's end before it
+// failed with ErrPaused; that booking put the next Transport's departure a
+// turn past the pause's end, where the Store no longer said the pause held
+// it, and the second and third slept the hour. A departure is now asked
+// for within MaxRetryAfter first.
+func TestALongSharedPauseFailsEveryOtherTransport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := throttle.NewMemoryStore()
+		sent := 0
+		base := rtFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Header.Get("X-Who") == "a" {
+				return reply(req, http.StatusTooManyRequests, "Retry-After", "3600"), nil
+			}
+			sent++
+			return reply(req, http.StatusOK), nil
+		})
+		pol := throttle.Policy{Rate: 10, Burst: 10}
+		a := throttle.New(base, throttle.WithPolicy(pol), throttle.WithStore(store), throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
+		defer a.Close()
+		req := newReq(t, context.Background(), http.MethodGet, "http://api.example/x")
+		req.Header.Set("X-Who", "a")
+		resp, err := a.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		start := time.Now()
+		for i := range 3 {
+			o := throttle.New(base, throttle.WithPolicy(pol), throttle.WithStore(store))
+			defer o.Close()
+			assert.ErrorIs(t, do(t, o, "http://api.example/x"), throttle.ErrPaused, "process %d", i)
+		}
+		assert.Zero(t, time.Since(start), "at once")
+		assert.Zero(t, sent)
+	})
+}

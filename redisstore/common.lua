@@ -59,12 +59,22 @@ local function pace()
 	return math.min(rate, cut + rate * 0.1 * (now - cutAt) / 1e6)
 end
 
--- tolerance is how far ahead of tat a departure may go at pace r (µs).
-local function tolerance(r)
-	if r <= 0 then
+local longest = 9223372036854775 -- µs: the longest time.Duration
+
+-- span is n intervals at pace r (µs; 0 for an unpaced key), saturated far
+-- beyond the longest time.Duration (which a wait saturates at) but never
+-- inf: at a pace as slow as 1e-303 a second, 1e6 / r was inf, and tat -
+-- tolerance, inf - inf, let every departure go at once.
+local function span(n, r)
+	if r <= 0 or n <= 0 then
 		return 0
 	end
-	return depth * 1e6 / r
+	return math.min(n * 1e6 / r, 2 ^ 80)
+end
+
+-- tolerance is how far ahead of tat a departure may go at pace r (µs).
+local function tolerance(r)
+	return span(depth, r)
 end
 
 -- expire sets key to live until µs (on the server's clock), and margin;

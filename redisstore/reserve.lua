@@ -19,8 +19,8 @@
 
 local maxWait = tonumber(ARGV[4])
 local units = tonumber(ARGV[5])
-local longest = 9223372036854775 -- µs: the longest time.Duration
 local r = pace()
+local cutFrom = cut -- the slowest pace since the cut: a pause's bucket was set at it or faster
 if r >= rate then
 	cut = 0
 end
@@ -77,7 +77,7 @@ if r > 0 then
 	-- n tokens of a bucket that holds depth+1 (all it holds, if fewer):
 	-- the departure may go that much less ahead of tat.
 	local held = math.min(units, depth + 1)
-	dep = math.max(dep, tat - tolerance(r) + (held - 1) * 1e6 / r)
+	dep = math.max(dep, tat - span(depth + 1 - held, r))
 end
 local win = KEYS[2]
 local wins = (#ARGV - 6) / 2
@@ -145,7 +145,13 @@ end
 local paused = 0
 local held = pause
 if r > 0 then
-	held = pause + 0.5e6 / r
+	held = pause + span(1, r) / 2
+	if cutFrom > 0 and cutFrom < r then
+		-- Slow set tat at the pace then, as slow as the cut: the
+		-- departure it lets go first comes up to the difference of the
+		-- bucket's tolerance at both paces after the pause's end.
+		held = held + tolerance(cutFrom) - tolerance(r)
+	end
 end
 if pause > now and held >= dep then
 	paused = 1
@@ -157,7 +163,7 @@ end
 
 last = dep
 if r > 0 then
-	tat = math.max(tat, dep) + units * 1e6 / r
+	tat = math.max(tat, dep) + span(units, r)
 end
 seq = seq + 1
 if win then
