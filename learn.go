@@ -1243,7 +1243,8 @@ func (ks *keyState) heldLearned(now time.Time, at time.Duration) {
 		l.held = false
 		return
 	}
-	to := min(l.lo, ks.lim.Limit())
+	was := ks.lim.Limit()
+	to := min(l.lo, was)
 	if l.gradual && ks.lim.Limit() > l.lo {
 		l.hi = min(l.hi, ks.lim.Limit()) // the pace that paused a bucket is refused (rule 4)
 	}
@@ -1254,7 +1255,15 @@ func (ks *keyState) heldLearned(now time.Time, at time.Duration) {
 	l.lo = to
 	ks.setLearned(now, at, to, true)
 	if l.hi == fastestRate {
-		return
+		if l.mode != modeGrow || float64(was) <= float64(to)*(1+bisectTol) {
+			return
+		}
+		// A growth whose refusals paused the key without cutting it
+		// (the first swallowed in the quiet of rule 7, the others the
+		// same news) was refused all the same: the pace that paused it
+		// is the slowest refused, and the pace probes up to it (rule 4)
+		// rather than doubling back to it as soon as the key resumes.
+		l.hi = was
 	}
 	if float64(l.hi) > float64(to)*(1+bisectTol) {
 		if l.mode == modeSearch && l.gradual {

@@ -1772,3 +1772,77 @@ func TestFirstGuessCountsNoIdleHours(t *testing.T) {
 		}
 	})
 }
+
+// pacedEvent is an event of the pace or a pause, and when it came.
+type pacedEvent struct {
+	at time.Duration
+	e  throttle.Event
+}
+
+// paceAndPauses records the EventPace and EventPaused events of a
+// Transport, from start.
+func paceAndPauses(start time.Time) (throttle.Option, func() []pacedEvent) {
+	var mu sync.Mutex
+	var evs []pacedEvent
+	return throttle.WithEvents(func(e throttle.Event) {
+			if e.Kind == throttle.EventPace || e.Kind == throttle.EventPaused {
+				mu.Lock()
+				evs = append(evs, pacedEvent{time.Since(start), e})
+				mu.Unlock()
+			}
+		}), func() []pacedEvent {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]pacedEvent(nil), evs...)
+		}
+}
+
+// A learned pace that grows past a window's or a log's quota in the quiet
+// after refusals were found to be noise (rule 7), and whose refusals pause
+// the key, was refused: after the pause it probes up to that pace (rule 4),
+// it does not double back to it at once and pause the key again.
+func TestAGrowthThatPausedTheKeyDoesNotDoubleBackAtOnce(t *testing.T) {
+	for _, c := range []struct {
+		limit throttletest.Limit
+		seed  int64
+	}{
+		{throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 50, Per: time.Second}, 1},
+		{throttletest.Limit{Algorithm: throttletest.SlidingLog, N: 50, Per: time.Second}, 2},
+		{throttletest.Limit{Algorithm: throttletest.FixedWindow, N: 100, Per: time.Second}, 1},
+	} {
+		t.Run(fmt.Sprint(c.limit.Algorithm, c.limit.N, "/seed", c.seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := throttletest.NewAPI(nearby(throttletest.Config{Refused: 0.03, Limits: []throttletest.Limit{c.limit}}, c.seed))
+				start := time.Now()
+				events, evs := paceAndPauses(start)
+				rt := throttle.New(api, events)
+				defer rt.Close()
+				took := job(t, rt, 3000)
+				t.Logf("took %v, %d refused", took, api.Stats().Total.Throttled)
+				quota := float64(c.limit.N)
+				all := evs()
+				for i, e := range all {
+					if e.e.Kind != throttle.EventPaused || e.at < 3*time.Second ||
+						i > 0 && all[i-1].e.Kind == throttle.EventPaused && e.at-all[i-1].at < time.Second {
+						continue // the first pause, or a peek of the pause before
+					}
+					var p float64 // the pace that paused the key
+					for j := i - 1; j >= 0 && e.at-all[j].at <= 300*time.Millisecond; j-- {
+						if all[j].e.Kind == throttle.EventPace {
+							p = max(p, float64(all[j].e.Rate))
+						}
+					}
+					if p < 2*quota {
+						continue
+					}
+					for j := i + 1; j < len(all) && all[j].at-e.at <= 2*time.Second; j++ {
+						if all[j].e.Kind == throttle.EventPace {
+							assert.Less(t, float64(all[j].e.Rate), p, "paused at %v by a pace of %.1f/s (%.1fx the quota), back at %.1f/s %v later",
+								e.at.Round(time.Millisecond), p, p/quota, float64(all[j].e.Rate), (all[j].at - e.at).Round(time.Millisecond))
+						}
+					}
+				}
+			})
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
 )
 
@@ -204,4 +205,47 @@ func TestAServerThatTookOneGivesOneToken(t *testing.T) {
 			assert.Equal(t, tt.tokens, ks.lim.Burst())
 		})
 	}
+}
+
+// A learned pace that grows (rule 2) in the quiet after a trial found
+// noise (rule 7), past a window's quota: its first refusal is swallowed by
+// the quiet, those after it are the same news (nothing accepted since), and
+// they pause the key. The pause ends the quiet (the pace rose past where
+// the noise was found) and takes the pace back to what held, but the pace
+// that paused the key is nowhere recorded as refused: the growth goes on
+// from there, doubling every 150 ms back to the pace that paused the key
+// (regression, found in review: 1548 a second within 3 s of the resume,
+// where 200 paused it).
+func TestAGrowthThatPausedTheKeyIsRefused(t *testing.T) {
+	now := time.Now()
+	at := 100 * time.Second
+	ks := &keyState{pol: &policy{}}
+	ks.lim = rate.NewLimiter(200, learnedBurst)
+	ks.rarely().learn = learner{on: true, edge: true, mode: modeGrow, lo: 100, hi: fastestRate, tested: 50, low: 50,
+		test: 2 * time.Second, hold: probeHold, step: probeFirst, peakAt: longAgo, next: at,
+		reachAt: at - time.Second, lastOK: at - time.Millisecond, runFrom: at - 30*time.Second, run: 1500,
+		bg: 0.03, bgPace: 50, noiseAt: at - 10*time.Second, noiseEnd: at + 20*time.Second}
+	l := ks.learning()
+	ks.admitted, ks.refs = 1000, 16
+
+	ks.relearn(now, at, 200, time.Second) // swallowed by the quiet
+	require.Equal(t, rate.Limit(200), ks.lim.Limit())
+	ks.relearn(now, at+time.Millisecond, 200, time.Second) // nothing accepted since: the same news
+	require.True(t, l.held)
+	ks.heldLearned(now, at+2*time.Millisecond) // refusals that keep coming pause the key (rule 4)
+	require.Zero(t, l.bg, "the quiet is over: the refusals are the pace's")
+	require.Equal(t, rate.Limit(50), ks.lim.Limit(), "back to the fastest that held a whole test")
+
+	// The key resumes a second later, and sends at its pace.
+	ks.resumeLearned(now, at+time.Second)
+	fastest := ks.lim.Limit()
+	for i := range 20 {
+		ks.waiting = 8
+		ks.admitted += 100
+		ks.climbLearned(now, at+time.Second+time.Duration(i+1)*growEvery)
+		fastest = max(fastest, ks.lim.Limit())
+	}
+	t.Logf("mode %d, slowest refused %.1f, fastest pace in the 3 s after the resume %.1f", l.mode, float64(l.hi), float64(fastest))
+	assert.Less(t, float64(fastest), 200.0, "the pace that paused the key is not reached again within 3 s")
+	assert.LessOrEqual(t, float64(l.hi), 200.0, "the pace that paused the key was refused")
 }
