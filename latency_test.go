@@ -79,3 +79,23 @@ func TestReserveFitsItsKeep(t *testing.T) {
 	assert.Equal(t, math.MaxInt32, got)
 	assert.Positive(t, int32(got))
 }
+
+// One round trip far longer than the rest (the server's work, not the
+// way there) moves the jitter by a round trip at most; round trips that
+// stay long are followed within a few dozen answers.
+func TestLatencyOutlierIsClippedButALastingChangeFollowed(t *testing.T) {
+	l := latency{}
+	for range 10 {
+		l.observe(20 * time.Millisecond)
+	}
+	l.observe(10 * time.Second)
+	if j := l.jitter(); j > 20*time.Millisecond {
+		t.Errorf("one answer of 10 s among 20 ms ones: jitter %v, want 20ms at most", j)
+	}
+	for range 40 {
+		l.observe(200 * time.Millisecond)
+	}
+	if l.srtt < 180*time.Millisecond || l.srtt > 220*time.Millisecond {
+		t.Errorf("40 answers of 200 ms: srtt %v, want about 200ms", l.srtt)
+	}
+}
