@@ -288,7 +288,7 @@ type told struct {
 	cutShort   time.Duration   // when a refusal's pause last ended where the log gives back (see logPause); 0: never
 
 	// Answers accepted without a reading (see toldbare.go).
-	bare      int           // units of ours so answered since left was set, sent after its reading's answer came
+	bare      int           // units of ours so answered since left was set, sent after its reading's answer came, and taken from it
 	bareOther int           // of them, those to another endpoint than readAt's
 	bareLast  uint64        // the latest admission of them
 	bareAt    time.Duration // when the latest of ours so answered was sent, whenever; 0: none (see heldRoom)

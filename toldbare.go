@@ -143,14 +143,22 @@ func (m *told) bareAnswer(adm uint64, sent time.Duration, n int, at endpoint, in
 	if m.tried(adm, 0, inflight) {
 		return
 	}
+	other := at != m.readAt
+	if other && m.bareSays == bareUncounted {
+		// Told not counted (see tried). The verdict is of answers from
+		// other endpoints: those from the reading's own, which the quota
+		// counts, are still taken (regression, found in review: once a
+		// try showed another endpoint's answers uncounted, a window told
+		// on some answers of its own endpoint and not others, 8 left, let
+		// 12 requests to it go at once, 4 refused).
+		return
+	}
 	m.bare += n
 	m.bareLast = max(m.bareLast, adm)
-	if at != m.readAt {
+	if other {
 		m.bareOther += n
 	}
-	if m.bareSays != bareUncounted {
-		m.left -= n
-	}
+	m.left -= n
 }
 
 // tellBare reads what Remaining r, in the answer to admission adm,
@@ -165,7 +173,7 @@ func (m *told) tellBare(r int, adm uint64, inflight int64) {
 	if !m.keepsBare() || adm <= m.leftSeen || m.tried(adm, r, inflight) {
 		return
 	}
-	if m.bareSays != bareUncounted && m.bare > 0 && adm > m.bareLast && r > m.left {
+	if m.bare > 0 && adm > m.bareLast && r > m.left {
 		m.left += m.bare
 		m.bare, m.bareOther, m.bareLast = 0, 0, 0
 	}
@@ -205,9 +213,6 @@ func (m *told) readLeft() int64 {
 
 // was is what remained before any answer without a reading was taken.
 func (m *told) was() int64 {
-	if m.bareSays == bareUncounted {
-		return int64(m.left)
-	}
 	return int64(m.left) + int64(m.bare)
 }
 
@@ -234,10 +239,13 @@ func (m *told) endTry(adm uint64, spent bool) {
 }
 
 // judgeBare sets the verdict on answers without a reading: told not
-// counted, what they took from what remained is given back.
+// counted, what those from other endpoints took from what remained is
+// given back (those from the reading's own stay taken: see bareAnswer).
 func (m *told) judgeBare(v bareVerdict) {
 	if v == bareUncounted && m.bareSays != bareUncounted {
-		m.left += m.bare
+		m.left += m.bareOther
+		m.bare -= m.bareOther
+		m.bareOther = 0
 	}
 	m.bareSays, m.bareTry = v, 0
 }

@@ -351,3 +351,66 @@ func TestAnswersWithoutHeadersSentWithAReadingAreNotTakenTwice(t *testing.T) {
 		})
 	}
 }
+
+// Once a request that went beyond answers without headers from another
+// endpoint (GET /b, which the quota does not count) showed them uncounted,
+// the answers without headers from the endpoint whose answers carry them
+// (GET /a, which the quota counts) are still taken from what remained:
+// the verdict is about the other endpoint's answers. Not taken, they let
+// 12 requests to /a go at once into a window that had 8 left, 4 refused
+// (regression, found in review).
+func TestAnotherEndpointsVerdictDoesNotFreeTheReadingsOwn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, per = 10, time.Minute
+		start := time.Now()
+		var mu sync.Mutex
+		var used, sentA, headersOnA, refused int
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(5 * time.Millisecond)
+			if r.URL.Path != "/a" {
+				return reply(r, http.StatusOK), nil // not counted, no headers
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			reset := start.Add(per).Sub(time.Now())
+			if time.Now().Sub(start) >= per {
+				return reply(r, http.StatusOK), nil // the test looks at the first window only
+			}
+			sentA++
+			if used >= n {
+				refused++
+				return reply(r, http.StatusTooManyRequests, "Retry-After", strconv.Itoa(int(reset.Seconds())+1)), nil
+			}
+			used++
+			if headersOnA > 0 {
+				// This server's headers come on some answers, not all.
+				headersOnA--
+				return reply(r, http.StatusOK, "X-RateLimit-Limit", strconv.Itoa(n),
+					"X-RateLimit-Remaining", strconv.Itoa(n-used), "X-RateLimit-Reset", strconv.Itoa(int(reset.Seconds())+1)), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
+		defer rt.Close()
+		headersOnA = 2
+		require.NoError(t, do(t, rt, "http://api.test/a")) // Remaining 9
+		for range 9 {
+			require.NoError(t, do(t, rt, "http://api.test/b")) // uncounted: taken from the 9
+		}
+		// The try beyond them: Remaining 8 shows them uncounted.
+		require.NoError(t, do(t, rt, "http://api.test/a"))
+		mu.Lock()
+		require.Equal(t, 0, headersOnA, "both readings were sent")
+		sentA = 0
+		mu.Unlock()
+		var wg sync.WaitGroup
+		for range 12 { // 12 workers at once
+			wg.Go(func() { assert.NoError(t, do(t, rt, "http://api.test/a")) })
+		}
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("sent %d to /a in the window, %d refused", sentA, refused)
+		assert.Zero(t, refused, "the window had 8 left: the key sent %d to /a before its reset", sentA)
+	})
+}
