@@ -79,8 +79,9 @@ import (
 // first half of the window rather than sending it at once, so that a bucket
 // shows its refill, and a window is used evenly (others seen spending it
 // too, over half the time that remains, again and again). Once spent, one
-// request tries an eighth of the way to the reset, and what it finds tells
-// a bucket or a log from a window; but in the first window, when the
+// request tries an eighth of the way to the reset (after a refused try,
+// twice as far, then twice as far again, then at the reset), and what it
+// finds tells a bucket or a log from a window; but in the first window, when the
 // spread showed nothing given back and no others are seen, the key waits
 // for the reset (a bucket would have climbed). A reset after which a
 // reading finds the quota not back to whole, less ours since, was no
@@ -253,6 +254,8 @@ type told struct {
 	passed     bool            // a reset passed since the mark
 	still      bool            // a span before a reset showed nothing given back
 	tested     bool            // a request went beyond the mirror before this reset (see lowerBound)
+	testAdm    uint64          // the admission that went beyond it last
+	tryShift   uint8           // a kind not yet known: tries refused in a row; the next goes 2^tryShift eighths of the way to the reset (see lowerBound)
 	rolled     bool            // left is the limit a reset gave back, not a reading (see logBound)
 	rolledAt   time.Duration   // when the last reset passed
 	blindAdm   uint64          // admissions before the first reading after it
@@ -331,6 +334,9 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 	}
 	if !accepted {
 		m.refused(adm, n)
+		if blamed && m.kind == kindUnknown && m.tested && adm == m.testAdm && m.tryShift < 3 {
+			m.tryShift++ // see lowerBound
+		}
 	}
 	if accepted {
 		m.acc += int64(n)
@@ -1263,8 +1269,15 @@ func (m *told) lowerBound(now time.Duration, admitted uint64, inflight int64, ah
 		// second, served the one and queued the other: it showed
 		// nothing, and the key sent 2 a second for good, one job in
 		// six.)
+		// A try refused, the next goes twice as far, then twice as far
+		// again, and then waits for the reset (regression, found in
+		// review: a bucket of 2 a second, 1 deep, told by X-RateLimit-*,
+		// Limit 1, Remaining 0 and Reset 1 at every answer, was tried
+		// 125 ms after each answer, refused, and paused a second: one
+		// 429 a request, 2.26x the ideal; now the third try, half way,
+		// finds the bucket's token and tells the bucket).
 		from := max(m.leftAt, m.spread)
-		return max(now, from+(m.resetAt-from)/8)
+		return max(now, from+(m.resetAt-from)/8<<m.tryShift)
 	case m.resetAt > now:
 		return m.resetAt
 	case m.resetAt == 0 && inflight > 0 && (m.longest == 0 || m.longest > coarseWait):
@@ -1340,6 +1353,6 @@ func (m *told) took(now time.Duration, adm uint64, inflight int64, n int) {
 	case m.spentByBare(now, inflight, 1):
 		m.bareTry = adm // it went beyond only answers that may not count (see toldbare.go)
 	default:
-		m.tested = true
+		m.tested, m.testAdm = true, adm
 	}
 }

@@ -435,7 +435,7 @@ const retellAfter = 3
 func (m *told) retell() {
 	m.kind, m.rate, m.recurred, m.refusedAt, m.logRefused, m.overSince = kindUnknown, 0, 0, 0, false, 0
 	m.markAt, m.reads, m.passed, m.still, m.tested = 0, 0, false, false, false
-	m.levelAt, m.notWhole, m.firstEnd = 0, false, stated{}
+	m.levelAt, m.notWhole, m.firstEnd, m.tryShift = 0, false, stated{}, 0
 }
 
 // ceiling is the most a window or a log, as far as the key has read it,

@@ -379,3 +379,22 @@ func TestAWindowsResetStaysItsEnd(t *testing.T) {
 		})
 	}
 }
+
+// A bucket of 2 a second, 1 deep, told by X-RateLimit-* (Limit 1,
+// Remaining 0 and Reset 1 at every answer), met one request at a time: a
+// kind not yet known, spent, lets one request try an eighth of the way to
+// the reset; refused, the next tries twice as far, and the third, half
+// way, finds the bucket's token and tells the bucket and its rate.
+// Regression, found in review: every try went an eighth of the way,
+// was refused and paused the key a second: one 429 a request, 2.26x the
+// ideal. (What is refused after that is the bucket's probing: full at
+// both ends, a bucket 1 deep shows only that it refills as fast as the
+// key took.)
+func TestARefusedTryGoesFurtherNextTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		limit := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 2, Burst: 1}
+		x, refused := slowBucketJob(t, limit, false, 20, 1, 9500*time.Millisecond) // (n - depth) / rate
+		assert.LessOrEqual(t, x, 1.6)
+		assert.LessOrEqual(t, refused, int64(6))
+	})
+}
