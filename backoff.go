@@ -157,7 +157,9 @@ func fullJitter(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
 	}
-	return time.Duration(rand.Int64N(int64(d) + 1))
+	// (In uint64: d+1 of the longest Duration, a MaxDelay that validates,
+	// wrapped negative in int64, and Int64N panicked.)
+	return time.Duration(rand.Uint64N(uint64(d) + 1))
 }
 
 // idempotent reports whether req may be sent twice without harm. Its

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -830,4 +831,75 @@ func (b *stalledBody) Read(p []byte) (int, error) {
 func (b *stalledBody) Close() error {
 	b.once.Do(func() { close(b.closed) })
 	return nil
+}
+
+// A retry that is never sent (refused at the key: its pause past
+// MaxRetryAfter, its turn past the deadline, its queue full; or its wait
+// ended) spends no retry budget. Regression, found in review: the budget,
+// spent when the retry was planned, was given back only when GetBody or
+// Prepare refused it: with one 5xx retry a minute, a retry refused because
+// another request's 429 paused the key 20 s used it up, and a 503 21 s
+// later, in the same minute, was not retried.
+func TestARetryRefusedAtTheKeySpendsNoBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		sent := map[string]int{}
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			sent[r.URL.Path]++
+			n := sent[r.URL.Path]
+			mu.Unlock()
+			switch {
+			case r.URL.Path == "/b":
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "20"), nil
+			case n == 1:
+				return reply(r, http.StatusServiceUnavailable), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithRetry(throttle.Retry{
+			Budget: 0.0001, BudgetFloor: 1, // one 5xx retry a minute
+			MaxRetryAfter: 10 * time.Second, InitialDelay: time.Second,
+		}))
+		defer rt.Close()
+		var wg sync.WaitGroup
+		wg.Go(func() { // 503 at 0s; its retry backs off up to 1s
+			code, err := status(t, rt, http.MethodGet, "http://k.test/a")
+			require.NoError(t, err)
+			assert.Equal(t, http.StatusServiceUnavailable, code, "its retry refused at once: the 503 is the answer")
+		})
+		synctest.Wait() // /a backs off
+		code, err := status(t, rt, http.MethodGet, "http://k.test/b")
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusTooManyRequests, code) // the key paused 20s, past MaxRetryAfter
+		wg.Wait()
+		require.Equal(t, 1, sent["/a"], "/a's retry was never sent")
+
+		time.Sleep(21 * time.Second) // the pause is over, well within the budget's minute
+		code, err = status(t, rt, http.MethodGet, "http://k.test/c")
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusOK, code, "no retry was sent this minute: the budget's one is left for /c")
+		assert.Equal(t, 2, sent["/c"])
+	})
+}
+
+// A Retry with the longest delays, which validates, does not panic at the
+// first 503. Regression, found in review: the full jitter drew from
+// Int64N(d+1), which wrapped negative for the longest Duration: "invalid
+// argument to Int64N".
+func TestTheLongestBackoffDoesNotPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := throttle.Retry{InitialDelay: math.MaxInt64, MaxDelay: math.MaxInt64}
+		require.NoError(t, r.Validate())
+		base := rtFunc(func(req *http.Request) (*http.Response, error) {
+			return reply(req, http.StatusServiceUnavailable), nil
+		})
+		rt := throttle.New(base, throttle.WithRetry(r))
+		defer rt.Close()
+		var code int
+		var err error
+		require.NotPanics(t, func() { code, err = status(t, rt, http.MethodGet, "http://p.test/") })
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusServiceUnavailable, code, "a retry past MaxElapsed is not made: the 503 is the answer")
+	})
 }

@@ -286,6 +286,10 @@ func (r *request) do() (*http.Response, error) {
 		err := r.t.admit(r.ctx, r.ks, &r.place, attempt, last, now, mono, tk)
 		r.waited += tk.waited
 		if err != nil {
+			// A retry refused at the key, or whose wait there ended, was
+			// never sent: it spends no budget, as one GetBody or Prepare
+			// refuses (see next).
+			r.refund()
 			closeBody(send)
 			r.unsent = nil // closed: a panicking events function must not close it again (see tidy)
 			if now, _ = r.t.now(); (kept != nil || lastErr != nil) && (endsRetrying(err) || errors.Is(err, ErrMaxElapsed) && now.Before(last)) {
@@ -363,6 +367,7 @@ func (r *request) do() (*http.Response, error) {
 		r.retrying(attempt, resp, err, o.delay)
 		send, r.pending = next, nil
 		if werr := r.backOff(&o); werr != nil {
+			r.refund() // never sent (see above)
 			closeBody(send)
 			r.count(werr)
 			err := &WaitError{Key: r.ks.name(), Attempt: attempt + 1, Limit: LimitBackoff, Until: o.now.Add(o.delay), Err: werr}
