@@ -95,7 +95,8 @@
 // its token bucket has not filled again since its last request (Burst/Rate at
 // most); while one of its Windows still counts a request (for Per after the
 // request's answer: an hour, for an hourly quota); while its server's quota
-// headers say part of their window is spent, until its reset; and for a
+// headers say part of their window is spent, until its reset, or that
+// their bucket is not full, until it has refilled; and for a
 // minute after its pace or windows were last adapted. An idle key is not
 // dropped at once: idle keys are swept out as new keys arrive, each time
 // the number of live keys has doubled (from 1,024 on), and a key used since

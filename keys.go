@@ -362,8 +362,8 @@ func (ks *keyState) freeSlot() {
 
 // idle reports whether the state holds nothing that matters at now, so it
 // can be dropped: nobody holds it, the bucket is full, the queue empty, the
-// windows expired, no pause, no probe on the wire, no pace adapted in the
-// last minute. (A ramp, or a probe due,
+// windows expired, the server's count whole again, no pause, no probe on
+// the wire, no pace adapted in the last minute. (A ramp, or a probe due,
 // with nobody left to hold back is over; the retry budget's counts are let
 // go: an idle key draws no retries to limit.)
 func (ks *keyState) idle(now time.Time, mono time.Duration) bool {
@@ -383,6 +383,16 @@ func (ks *keyState) idle(now time.Time, mono time.Duration) bool {
 			// its reset: a key dropped now would send the line as if it
 			// were whole (found in review: told 2 remain until the reset
 			// an hour away, a sweep let 5 go, 3 refused).
+			return false
+		}
+		if m.kind == kindBucket && m.rate > 0 && m.levelAt != 0 && m.bucket(mono) < float64(m.depth) &&
+			(mono-m.levelAt).Seconds()*m.rate < float64(m.depth) {
+			// The server's bucket, by its headers, is not full again: a key
+			// dropped now would send the line as if it were (found in
+			// review: 13 of 40 left, a sweep let 60 go at once, 49
+			// refused). Kept no longer than the bucket takes to refill
+			// whole from empty since its last reading, so that sends
+			// whose answers carried no reading cannot keep it for ever.
 			return false
 		}
 	}
