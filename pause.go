@@ -239,7 +239,7 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 	}
 	spent := h.throttled() && h.hasQ && h.quota.HasRemaining && h.quota.Remaining < units
 	for m := range ks.mirrors() {
-		m.endTry(tk.adm, spent) // the quota's own refusal (see toldbare.go)
+		m.endTry(tk.adm, spent, at) // the quota's own refusal (see toldbare.go)
 	}
 	if ok {
 		ks.accept(tk, now, at)

@@ -296,6 +296,8 @@ type told struct {
 	bareLast  uint64        // the latest admission of them
 	bareAt    time.Duration // when the latest of ours so answered was sent, whenever; 0: none (see heldRoom)
 	bareSays  bareVerdict   // whether the server counts such answers, as far as the key was told
+	bareUntil time.Duration // a verdict that they are counted holds until then (see endTry)
+	bareAsked uint8         // how many times a try told them counted
 	bareTry   uint64        // the admission that went beyond a count only bareOther spent; 0: none on its way
 	readAt    endpoint      // the endpoint of the latest request whose accepted answer carried a reading
 
