@@ -381,8 +381,8 @@ func TestAnotherEndpointsVerdictDoesNotFreeTheReadingsOwn(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			reset := start.Add(per).Sub(time.Now())
-			if time.Now().Sub(start) >= per {
+			reset := time.Until(start.Add(per))
+			if time.Since(start) >= per {
 				return reply(r, http.StatusOK), nil // the test looks at the first window only
 			}
 			sentA++
