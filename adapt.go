@@ -775,12 +775,12 @@ func (ks *keyState) climb(now time.Time, at time.Duration) bool {
 		ks.climbLearned(now, at) // learn.go
 		return false
 	}
-	ks.climbWindows(at)
+	raised := ks.climbWindows(at) && ks.lim == nil
 	if at-a.quietAt >= climbEvery && ks.lim != nil && ks.climbPace(now, at) {
 		a.quietAt, a.adjusted = at, at
 		return true
 	}
-	return false
+	return raised
 }
 
 // climbPace raises a configured pace toward its ceiling, and the ceiling
@@ -807,15 +807,36 @@ func (ks *keyState) climbPace(now time.Time, at time.Duration) bool {
 }
 
 // climbWindows raises each cut window's n by a twentieth of N per quiet 30
-// seconds, up to N.
-func (ks *keyState) climbWindows(now time.Duration) {
+// seconds, up to N, and reports whether one rose.
+func (ks *keyState) climbWindows(now time.Duration) bool {
+	raised := false
 	for i := range ks.wins {
 		if w := &ks.wins[i]; w.n < w.N && now-w.movedAt >= ceilEvery {
 			n := int(min((now-w.movedAt)/ceilEvery, time.Duration(w.N))) // a step per quiet 30 s, idle ones too
 			w.n = min(w.N, w.n+n*max(1, int(float64(w.N)*ceilShare)))
-			w.movedAt, ks.tr.adapt.adjusted = now, now
+			w.movedAt, ks.tr.adapt.adjusted, raised = now, now, true
 		}
 	}
+	return raised
+}
+
+// windowPace is, of a key paced by its Windows alone (no Rate), the
+// slowest of those 429s cut, as a rate: n per Per; 0 when none is cut.
+// Stats and EventPace show it as the key's pace: a window cut to 80 of
+// 100 a second paced the key, and nothing said so (found in review).
+func (ks *keyState) windowPace() rate.Limit {
+	if ks.lim != nil {
+		return 0
+	}
+	var r rate.Limit
+	for i := range ks.wins {
+		if w := &ks.wins[i]; w.n < w.N && w.Per > 0 {
+			if p := rate.Limit(float64(w.n) / w.Per.Seconds()); r == 0 || p < r {
+				r = p
+			}
+		}
+	}
+	return r
 }
 
 // keep reports whether the key's pace was adapted recently enough to be

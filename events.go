@@ -45,7 +45,9 @@ const (
 	// no Policy.Rate and no quota headers that was refused; Event.Rate is
 	// the pace learned, sent when first learned and when it moves by a
 	// tenth), or "policy, adapted to 429s" (Policy.Rate cut by refusals,
-	// or climbing back; Event.Rate is the pace now, sent at each move).
+	// or climbing back; Event.Rate is the pace now, sent at each move; of
+	// a key paced by Windows alone, its slowest cut window's N per Per, as
+	// a rate, and its Rate is 0 once they are whole again).
 	EventPace
 	// EventStore: the Store set by WithStore could not be reached, and
 	// booked departures alone (Event.Err says why; see redisstore's

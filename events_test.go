@@ -359,3 +359,57 @@ func TestEventsShowNoCredentialOfTheBasesError(t *testing.T) {
 		})
 	}
 }
+
+// A key paced by Windows alone whose window a 429 cut says so: Stats
+// shows the cut window's N per Per as its Rate, from its Policy, and
+// EventPace fires with it; once the window is whole again, Rate is 0.
+// Regression, found in review: the cut paced the key at 8 a second where
+// 10 were configured, and neither Stats nor any event said so.
+func TestACutWindowIsShownAsThePace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := 0
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			n++
+			if n == 10 {
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "3"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		var mu sync.Mutex
+		var paces []throttle.Event
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 10, Per: time.Second}}}),
+			throttle.WithRetry(throttle.Retry{MaxAttempts: 1}),
+			throttle.WithEvents(func(e throttle.Event) {
+				if e.Kind == throttle.EventPace {
+					mu.Lock()
+					paces = append(paces, e)
+					mu.Unlock()
+				}
+			}))
+		defer rt.Close()
+		for range 10 {
+			_, err := status(t, rt, http.MethodGet, "http://w.test/")
+			require.NoError(t, err)
+		}
+		st := rt.Stats().Keys["w.test"]
+		assert.InDelta(t, 8, float64(st.Rate), 0.01, "the window cut to 8 of 10 a second")
+		assert.Equal(t, throttle.PacePolicy, st.PaceFrom)
+		mu.Lock()
+		require.NotEmpty(t, paces, "an EventPace for the cut")
+		assert.InDelta(t, 8, float64(paces[0].Rate), 0.01)
+		assert.Equal(t, "policy, adapted to 429s", paces[0].Reason)
+		mu.Unlock()
+
+		// Quiet answers for two minutes: the window climbs back whole.
+		for range 120 {
+			time.Sleep(time.Second)
+			_, err := status(t, rt, http.MethodGet, "http://w.test/")
+			require.NoError(t, err)
+		}
+		st = rt.Stats().Keys["w.test"]
+		assert.Zero(t, st.Rate, "whole again")
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Zero(t, paces[len(paces)-1].Rate, "the last EventPace says so: %v", paces)
+	})
+}

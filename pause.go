@@ -260,8 +260,10 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		pace, why, was := ls.pace, ls.paceWhy, ks.pace()
 		*ls = ks.refused(*tk, *h, pause, now, at)
 		ls.pace, ls.paceWhy = pace, why
-		if p := ks.pace(); p < was && !ks.learned() {
-			ls.cut = p
+		if p := ks.pace(); (p < was || was == 0 && p > 0) && !ks.learned() {
+			if ks.lim != nil {
+				ls.cut = p // shared through a Store (see book); a window's cut is not a pace there
+			}
 			if ls.paceWhy == "" {
 				ls.pace, ls.paceWhy = p, paceAdapted
 			}
@@ -323,7 +325,7 @@ func (ks *keyState) acceptPlain(tk *ticket, mono time.Duration) {
 func (ks *keyState) pace() rate.Limit {
 	switch {
 	case ks.lim == nil:
-		return 0
+		return ks.windowPace()
 	case ks.tr == nil:
 		return ks.pol.Rate
 	}

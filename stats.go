@@ -32,7 +32,7 @@ type KeyStats struct {
 	Queued   int           // attempts waiting for their turn now
 	InFlight int           // attempts sent whose response is not yet in
 	Slots    int           // MaxInFlight slots held now: attempts on the wire and response bodies not yet closed
-	Rate     rate.Limit    // the key's pace now (below Policy.Rate after 429s); 0: unpaced. Not summed in Stats.Total
+	Rate     rate.Limit    // the key's pace now (below Policy.Rate after 429s; a key paced by Windows alone, once 429s cut one, its cut N per Per); 0: unpaced. Not summed in Stats.Total
 	PaceFrom PaceFrom      // where Rate comes from. Not in Stats.Total
 
 	// What the server's quota headers say now (see ParseQuota), as the key
@@ -161,6 +161,8 @@ func (ks *keyState) snapshot(t *Transport, now time.Time) KeyStats {
 		if ks.learned() {
 			s.PaceFrom = PaceLearned
 		}
+	} else if r := ks.windowPace(); r > 0 {
+		s.Rate, s.PaceFrom = r, PacePolicy
 	}
 	mono := t.since(now)
 	for m := range ks.mirrors() {
