@@ -78,7 +78,11 @@ type Policy struct {
 
 	// MaxInFlight > 0 allows at most that many requests to the key between
 	// being sent and the caller closing the response body (or RoundTrip
-	// returning an error). 0: no cap.
+	// returning an error). 0: no cap. Set on a live Transport (SetPolicy,
+	// SetHostPolicy) where the key had none, it counts the requests sent
+	// from then on: response bodies answered before it and still open are
+	// not counted (a key without a cap does not track its bodies: it would
+	// cost every answer an allocation).
 	MaxInFlight int
 }
 
