@@ -66,7 +66,7 @@ func TestPolicyScale(t *testing.T) {
 
 func TestPick(t *testing.T) {
 	for filter, want := range map[string]int{
-		"":             71,
+		"":             72,
 		"bucket,date":  4,
 		"seconds,date": 6, // the quiet six
 		"noisy":        11,
@@ -74,13 +74,13 @@ func TestPick(t *testing.T) {
 		"bucket":       2,
 		"fixed":        4,
 		"sliding":      2,
-		"untold":       54,
-		"untold-real":  27,
+		"untold":       55,
+		"untold-real":  28,
 		"untold-log":   3,
 		"distant":      9,
 		"halving":      3,
 		"2procs":       8,
-		"xrl":          19,
+		"xrl":          20,
 	} {
 		if got := len(pickScenarios(filter)); got != want {
 			t.Errorf("%q: %d scenarios, want %d", filter, got, want)
@@ -247,8 +247,8 @@ func TestUntoldScenarios(t *testing.T) {
 			t.Errorf("%s: no target", sc.name)
 		}
 	}
-	if forms[xRateLimit] != 19 || forms[ietfHeaders] != 15 || forms[noHeaders] != 17 || forms[xRateLimitRefusals] != 3 {
-		t.Errorf("header forms %v, want 19, 15, 17 and 3", forms)
+	if forms[xRateLimit] != 20 || forms[ietfHeaders] != 15 || forms[noHeaders] != 17 || forms[xRateLimitRefusals] != 3 {
+		t.Errorf("header forms %v, want 20, 15, 17 and 3", forms)
 	}
 	for _, sc := range pickScenarios("untold-real") {
 		cfg := sc.config(4000, 0)

@@ -140,7 +140,10 @@ func untoldScenarios() []scenario {
 // them); and the small bucket told by X-RateLimit-* on every answer behind
 // a gateway that refuses every request for 50 ms every 4 s (a blip, as in
 // noisy-429-blips), without them, and the fixed window told so behind
-// blips of 100 ms, whose refusals dominate. Their names
+// blips of 100 ms, whose refusals dominate; and a deep, slow token bucket
+// (Twitch's: 800 a minute, 800 deep), told by X-RateLimit-* whose Reset is
+// the time until it is full, behind random 503s (run it with -records
+// 1500: 4,000 take 4 minutes a row). Their names
 // start with "untold-real", and they run first, so that -scenario
 // untold-real picks them and the steady rows keep their order.
 func realScenarios(bucket, fixed, sliding quota) []scenario {
@@ -156,7 +159,9 @@ func realScenarios(bucket, fixed, sliding quota) []scenario {
 	blips := noise{arrivalJitter: untoldJitter, blip: 50 * time.Millisecond, blipEvery: 4 * time.Second}
 	longBlips := noise{arrivalJitter: untoldJitter, blip: 100 * time.Millisecond, blipEvery: 4 * time.Second}
 	away := noise{arrivalJitter: untoldJitter, latency: 40 * time.Millisecond, latencyJitter: 20 * time.Millisecond}
+	deep := quota{algo: throttletest.TokenBucket, rate: 800.0 / 60, burst: 800} // Twitch's: 800 a minute, its Reset the time until full
 	all := []scenario{
+		{name: "untold-real-deep-tokens-xrl", quota: deep, headers: xRateLimit, noise: unavailable},
 		{name: "untold-real-tokens-onrefusals", quota: bucket, headers: xRateLimitRefusals, noise: plain},
 		{name: "untold-real-window-onrefusals", quota: fixed, headers: xRateLimitRefusals, noise: plain},
 		{name: "untold-real-tokens-noretryafter", quota: bucket, headers: noHeaders, noRetryAfter: true, noise: plain},
