@@ -117,8 +117,25 @@ func (m *told) measure(now, sent time.Duration, r int, inflight int64, since uin
 		// refused).
 
 	case back > noise+echo && !full && m.kind != kindLog:
-		m.kind = kindBucket // a climb, below the limit
-		m.rate = float64(back) / dt.Seconds()
+		// A climb, below the limit. A bucket known to refill, within
+		// the span, what it lacked at the mark and what the key took,
+		// that the key took less than half of its refill from, sat
+		// idle: it may have been full in between, losing what it would
+		// add, and such a span shows only a rate it bears at least
+		// (regression, found in review: a bucket of 1 a second, 3
+		// deep, its span across a job's 45 s pause measured 3/46 s, and
+		// the next job took 2.2x its ideal; 5 a second 5 deep, 5.3x). A
+		// key that took more, sent at about its rate, measures it
+		// (without that, a rate measured high could never come down by
+		// a span: a bucket of 1,000 a second, 5 deep, 4 workers, 1.31x
+		// -> 1.56x the ideal).
+		took := float64(m.acc - m.markAcc)
+		if refill := m.rate * dt.Seconds(); m.kind == kindBucket && m.rate > 0 && took < refill/2 && refill-took >= float64(m.depth-m.markRem) {
+			m.rate = max(m.rate, float64(back)/dt.Seconds())
+		} else {
+			m.kind = kindBucket
+			m.rate = float64(back) / dt.Seconds()
+		}
 	case back > noise+echo && m.kind == kindUnknown && m.depth >= minDepth && r+1 >= top && m.markRem+1 < top:
 		// Back to full in one span: a bucket that refilled, or a
 		// window's reset before the one the key knew of (resets in whole

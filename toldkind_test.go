@@ -398,3 +398,68 @@ func TestARefusedTryGoesFurtherNextTime(t *testing.T) {
 		assert.LessOrEqual(t, refused, int64(6))
 	})
 }
+
+// A bucket of 1 a second, 3 deep, told by IETF fields, met by one worker
+// in four jobs of 60 records, 45 s apart: each job's ideal is (60-3)/1 s.
+// Regression, found in review: a span of Remaining across the pause between
+// jobs, full part of the time, was taken for the bucket's rate (3/46 s), and
+// jobs 1-3 took 2.2x their ideal.
+func TestASlowShallowBucketsJobsStayNearTheirIdeal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(nearby(throttletest.Config{
+			Limits: []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 1, Burst: 3}},
+			IETF:   true, HeadersOnSuccess: true}, 1))
+		rt := throttle.New(api)
+		defer rt.Close()
+		for j := range 4 {
+			took := jobOf(t, rt, 60, 1, fmt.Sprint(j))
+			st := rt.Stats().Keys["api.test"]
+			t.Logf("job %d took %v, %d refused so far, rate %.3f (%s)", j, took, api.Stats().Total.Throttled, st.Rate, st.PaceFrom)
+			assert.LessOrEqual(t, took, 70*time.Second, "job %d: ideal 57 s", j)
+			time.Sleep(45 * time.Second)
+		}
+	})
+}
+
+// A bucket of 5 a second, 5 deep, told by X-RateLimit-*, met by 4 workers
+// in four jobs of 60 records, 45 s apart: each job's ideal is 11 s.
+// Regression, found in review: the same misread span, 60-99 s a job.
+func TestABucketsSpanAcrossAPauseIsNotItsRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(nearby(throttletest.Config{
+			Limits:     []throttletest.Limit{{Algorithm: throttletest.TokenBucket, Rate: 5, Burst: 5}},
+			XRateLimit: true, HeadersOnSuccess: true}, 1))
+		rt := throttle.New(api)
+		defer rt.Close()
+		for j := range 4 {
+			took := jobOf(t, rt, 60, 4, fmt.Sprint(j))
+			st := rt.Stats().Keys["api.test"]
+			t.Logf("job %d took %v, %d refused so far, rate %.3f (%s)", j, took, api.Stats().Total.Throttled, st.Rate, st.PaceFrom)
+			assert.LessOrEqual(t, took, 14*time.Second, "job %d: ideal 11 s", j)
+			time.Sleep(45 * time.Second)
+		}
+	})
+}
+
+// A leaky bucket (2 a second, a queue of 3) told by X-RateLimit-*, met by
+// 16 workers in four jobs of 60 records, 45 s apart: the first job draws
+// the 429s that tell its count, the others draw none. Regression, found in
+// review: a refused try's doubling (see TestARefusedTryGoesFurtherNextTime)
+// outlived the tries that went through, and every job drew 26-36 429s,
+// 121 in all where 31 were.
+func TestALeakyBucketsJobsAfterAPauseAreNotRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(nearby(throttletest.Config{
+			Limits:     []throttletest.Limit{{Algorithm: throttletest.LeakyBucket, Rate: 2, Queue: 3}},
+			XRateLimit: true, HeadersOnSuccess: true}, 1))
+		rt := throttle.New(api)
+		defer rt.Close()
+		for j := range 4 {
+			took := jobOf(t, rt, 60, 16, fmt.Sprint(j))
+			st := rt.Stats().Keys["api.test"]
+			t.Logf("job %d took %v, %d refused so far, rate %.3f (%s)", j, took, api.Stats().Total.Throttled, st.Rate, st.PaceFrom)
+			time.Sleep(45 * time.Second)
+		}
+		assert.LessOrEqual(t, api.Stats().Total.Throttled, int64(40))
+	})
+}
