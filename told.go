@@ -226,7 +226,7 @@ func (ks *keyState) sawQuota(ok bool) {
 
 // told mirrors the server's count of the key's quota.
 type told struct {
-	policy     string        // the IETF policy it mirrors (see toldpolicies.go); "" for the other fields
+	policy     string        // the IETF policy it mirrors (see toldpolicies.go); "" for the other fields, or NUL and the resource they name (see mirrorName)
 	limitOf    int           // of the other fields, the Limit its readings state (see toldpolicies.go); 0: none stated, or a named policy's
 	readLast   time.Duration // of a Limit read without a name, when it was last read; 0: never
 	dropped    bool          // not read too long while another was (see mirrorFor): it holds nothing until read again

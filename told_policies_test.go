@@ -1,8 +1,11 @@
 package throttle_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"strconv"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -119,5 +122,71 @@ func TestARaisedLimitIsFollowed(t *testing.T) {
 		t.Logf("took %v", took)
 		assert.Less(t, took, 30*time.Second, "1.5x the ideal at most")
 		assert.LessOrEqual(t, before.Stats().Total.Throttled+after.Stats().Total.Throttled, int64(32), "few: the first second's, and the change's")
+	})
+}
+
+// gitHubResources is GitHub's REST API behind one host: each resource (core, and
+// graphql for POST /graphql) a window of its own, 5,000 an hour, told by
+// X-RateLimit-* with X-RateLimit-Resource, and refusing with 403 and
+// Remaining 0 (its primary rate limit).
+type gitHubResources struct {
+	mu      sync.Mutex
+	left    map[string]int
+	reset   time.Time
+	refused map[string]int
+	sent    map[string]int
+}
+
+func (g *gitHubResources) RoundTrip(r *http.Request) (*http.Response, error) {
+	time.Sleep(20 * time.Millisecond)
+	res := "core"
+	if r.URL.Path == "/graphql" {
+		res = "graphql"
+	}
+	g.mu.Lock()
+	g.sent[res]++
+	status := http.StatusOK
+	if g.left[res] == 0 {
+		status = http.StatusForbidden
+		g.refused[res]++
+	} else {
+		g.left[res]--
+	}
+	kv := []string{"X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", strconv.Itoa(g.left[res]),
+		"X-RateLimit-Used", strconv.Itoa(5000 - g.left[res]), "X-RateLimit-Reset", strconv.FormatInt(g.reset.Unix(), 10),
+		"X-RateLimit-Resource", res}
+	g.mu.Unlock()
+	time.Sleep(20 * time.Millisecond)
+	return reply(r, status, kv...), nil
+}
+
+// GitHub's core and graphql quotas, both 5,000 an hour, one host: the
+// README says the quota spent on one holds the other. Core has 5 left for
+// 30 minutes, graphql 4,000: a graphql reading does not give core's
+// mirror back its 4,000. Regression, found in review: one mirror of both
+// took graphql's 3,999 for core's early reset, a sixth request went to
+// core, and its 403 paused the key half an hour.
+func TestOneResourcesReadingDoesNotFreeAnothersSpentQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := &gitHubResources{left: map[string]int{"core": 5, "graphql": 4000}, reset: time.Now().Add(30 * time.Minute),
+			refused: map[string]int{}, sent: map[string]int{}}
+		rt := throttle.New(g, throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
+		defer rt.Close()
+		for i := range 40 { // core and graphql by turns, one at a time
+			path := "/repos/o/r/issues/" + strconv.Itoa(i)
+			if i%2 == 1 {
+				path = "/graphql"
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			resp, err := rt.RoundTrip(newReq(t, ctx, http.MethodGet, "http://api.github.test"+path))
+			if err == nil {
+				resp.Body.Close()
+			}
+			cancel()
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		t.Logf("sent %v, refused %v", g.sent, g.refused)
+		assert.Zero(t, g.refused["core"], "core had 5 left: %d sent to it", g.sent["core"])
 	})
 }
