@@ -160,32 +160,14 @@ func TestStoreSharesPause(t *testing.T) {
 // booked a turn later, slept the hour and went).
 func TestAStoresLongPauseFailsEveryRequestAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := throttle.NewMemoryStore()
-		sent := 0
-		base := rtFunc(func(req *http.Request) (*http.Response, error) {
-			if req.Header.Get("X-Who") == "a" {
-				return reply(req, http.StatusTooManyRequests, "Retry-After", "3600"), nil
-			}
-			sent++
-			return reply(req, http.StatusOK), nil
-		})
-		pol := throttle.Policy{Rate: 10, Burst: 10}
-		a := throttle.New(base, throttle.WithPolicy(pol), throttle.WithStore(store), throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
-		b := throttle.New(base, throttle.WithPolicy(pol), throttle.WithStore(store))
-		defer a.Close()
-		defer b.Close()
-		req := newReq(t, context.Background(), http.MethodGet, "http://api.example/x")
-		req.Header.Set("X-Who", "a")
-		resp, err := a.RoundTrip(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		h := meetAnHoursPause(t)
+		b := h.other()
 		start := time.Now()
 		for i := range 3 {
 			assert.ErrorIs(t, do(t, b, "http://api.example/x"), throttle.ErrPaused, "request %d of the other Transport", i)
 		}
 		assert.Zero(t, time.Since(start), "at once")
-		assert.Zero(t, sent)
+		assert.Zero(t, *h.sent)
 	})
 }
 
@@ -850,32 +832,15 @@ func policyAndStore(p throttle.Policy, withStore bool) []throttle.Option {
 // slept the hour (3 of 3 sent after it).
 func TestALongSharedPauseHoldsOnceThePaceClimbed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := throttle.NewMemoryStore()
-		sent := 0
-		base := rtFunc(func(req *http.Request) (*http.Response, error) {
-			if req.Header.Get("X-Who") == "a" {
-				return reply(req, http.StatusTooManyRequests, "Retry-After", "3600"), nil
-			}
-			sent++
-			return reply(req, http.StatusOK), nil
-		})
-		pol := throttle.Policy{Rate: 10, Burst: 10}
-		a := throttle.New(base, throttle.WithPolicy(pol), throttle.WithStore(store), throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
-		b := throttle.New(base, throttle.WithPolicy(pol), throttle.WithStore(store))
-		defer a.Close()
-		defer b.Close()
-		req := newReq(t, context.Background(), http.MethodGet, "http://api.example/x")
-		req.Header.Set("X-Who", "a")
-		resp, err := a.RoundTrip(req)
-		require.NoError(t, err)
-		resp.Body.Close()
+		h := meetAnHoursPause(t)
+		b := h.other()
 		time.Sleep(3 * time.Second)
 		start := time.Now()
 		for i := range 3 {
 			assert.ErrorIs(t, do(t, b, "http://api.example/x"), throttle.ErrPaused, "request %d of the other Transport", i)
 		}
 		assert.Zero(t, time.Since(start), "at once")
-		assert.Zero(t, sent)
+		assert.Zero(t, *h.sent)
 	})
 }
 
@@ -889,30 +854,55 @@ func TestALongSharedPauseHoldsOnceThePaceClimbed(t *testing.T) {
 // for within MaxRetryAfter first.
 func TestALongSharedPauseFailsEveryOtherTransport(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := throttle.NewMemoryStore()
-		sent := 0
-		base := rtFunc(func(req *http.Request) (*http.Response, error) {
+		h := meetAnHoursPause(t)
+		start := time.Now()
+		for i := range 3 {
+			o := h.other()
+			assert.ErrorIs(t, do(t, o, "http://api.example/x"), throttle.ErrPaused, "process %d", i)
+		}
+		assert.Zero(t, time.Since(start), "at once")
+		assert.Zero(t, *h.sent)
+	})
+}
+
+// anHoursPause is a Transport that met a 429 asking for an hour, on a key
+// paced at 10 a second and shared through a MemoryStore, and the base its
+// others share: it refuses the requests marked X-Who: a, and counts the
+// others it answers.
+type anHoursPause struct {
+	t     *testing.T
+	store throttle.Store
+	base  rtFunc
+	pol   throttle.Policy
+	sent  *int
+}
+
+// meetAnHoursPause makes the Transport that meets the pause, and meets it.
+func meetAnHoursPause(t *testing.T) anHoursPause {
+	t.Helper()
+	sent := 0
+	h := anHoursPause{t: t, store: throttle.NewMemoryStore(), pol: throttle.Policy{Rate: 10, Burst: 10}, sent: &sent,
+		base: rtFunc(func(req *http.Request) (*http.Response, error) {
 			if req.Header.Get("X-Who") == "a" {
 				return reply(req, http.StatusTooManyRequests, "Retry-After", "3600"), nil
 			}
 			sent++
 			return reply(req, http.StatusOK), nil
-		})
-		pol := throttle.Policy{Rate: 10, Burst: 10}
-		a := throttle.New(base, throttle.WithPolicy(pol), throttle.WithStore(store), throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
-		defer a.Close()
-		req := newReq(t, context.Background(), http.MethodGet, "http://api.example/x")
-		req.Header.Set("X-Who", "a")
-		resp, err := a.RoundTrip(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		start := time.Now()
-		for i := range 3 {
-			o := throttle.New(base, throttle.WithPolicy(pol), throttle.WithStore(store))
-			defer o.Close()
-			assert.ErrorIs(t, do(t, o, "http://api.example/x"), throttle.ErrPaused, "process %d", i)
-		}
-		assert.Zero(t, time.Since(start), "at once")
-		assert.Zero(t, sent)
-	})
+		})}
+	a := throttle.New(h.base, throttle.WithPolicy(h.pol), throttle.WithStore(h.store), throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
+	t.Cleanup(func() { a.Close() })
+	req := newReq(t, context.Background(), http.MethodGet, "http://api.example/x")
+	req.Header.Set("X-Who", "a")
+	resp, err := a.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	return h
+}
+
+// other is another Transport on the same key and Store.
+func (h anHoursPause) other() *throttle.Transport {
+	o := throttle.New(h.base, throttle.WithPolicy(h.pol), throttle.WithStore(h.store))
+	h.t.Cleanup(func() { o.Close() })
+	return o
 }

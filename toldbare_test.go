@@ -141,26 +141,8 @@ func endpoints(t *testing.T, limit int, win time.Duration, n, every, status int)
 	t.Helper()
 	var mu sync.Mutex
 	start := time.Now()
-	used, winAt := 0, start
-	rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
-		time.Sleep(time.Millisecond)
-		if !strings.HasPrefix(r.URL.Path, "/login/") {
-			return reply(r, status), nil
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		now := time.Now()
-		for now.Sub(winAt) >= win {
-			winAt, used = winAt.Add(win), 0
-		}
-		reset := fmt.Sprint(int((winAt.Add(win).Sub(now) + time.Second - 1) / time.Second))
-		if used >= limit {
-			refused++
-			return reply(r, http.StatusTooManyRequests, "X-RateLimit-Limit", fmt.Sprint(limit), "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", reset, "Retry-After", reset), nil
-		}
-		used++
-		return reply(r, http.StatusOK, "X-RateLimit-Limit", fmt.Sprint(limit), "X-RateLimit-Remaining", fmt.Sprint(limit-used), "X-RateLimit-Reset", reset), nil
-	}))
+	lw := newLoginWindow(limit, win, status, func(p string) bool { return strings.HasPrefix(p, "/login/") })
+	rt := throttle.New(rtFunc(lw.serve))
 	defer rt.Close()
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -186,7 +168,49 @@ func endpoints(t *testing.T, limit int, win time.Duration, n, every, status int)
 	}
 	close(next)
 	wg.Wait()
-	return time.Since(start), refused, failed
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return time.Since(start), lw.refused, failed
+}
+
+// loginWindow is a fixed window of limit per win, counted from its making,
+// on the paths login picks, told by X-RateLimit-* (as express-rate-limit
+// mounted on one route sends them), refusing with 429 and Retry-After; the
+// other paths it answers with status, without headers. 1 ms away.
+type loginWindow struct {
+	mu      sync.Mutex
+	limit   int
+	win     time.Duration
+	status  int
+	login   func(path string) bool
+	used    int
+	winAt   time.Time
+	refused int
+}
+
+func newLoginWindow(limit int, win time.Duration, status int, login func(string) bool) *loginWindow {
+	return &loginWindow{limit: limit, win: win, status: status, login: login, winAt: time.Now()}
+}
+
+func (lw *loginWindow) serve(r *http.Request) (*http.Response, error) {
+	time.Sleep(time.Millisecond)
+	if !lw.login(r.URL.Path) {
+		return reply(r, lw.status), nil
+	}
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	now := time.Now()
+	for now.Sub(lw.winAt) >= lw.win {
+		lw.winAt, lw.used = lw.winAt.Add(lw.win), 0
+	}
+	reset := fmt.Sprint(int((lw.winAt.Add(lw.win).Sub(now) + time.Second - 1) / time.Second))
+	limit := fmt.Sprint(lw.limit)
+	if lw.used >= lw.limit {
+		lw.refused++
+		return reply(r, http.StatusTooManyRequests, "X-RateLimit-Limit", limit, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", reset, "Retry-After", reset), nil
+	}
+	lw.used++
+	return reply(r, http.StatusOK, "X-RateLimit-Limit", limit, "X-RateLimit-Remaining", fmt.Sprint(lw.limit-lw.used), "X-RateLimit-Reset", reset), nil
 }
 
 // Answers without quota headers from an endpoint the quota does not guard
@@ -438,43 +462,23 @@ func TestOneRefusalByAnotherClientDoesNotHoldTheKeyForGood(t *testing.T) {
 		t.Run(fmt.Sprintf("other-%v", other), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const limit, win = 5, time.Minute
-				var mu sync.Mutex
-				start := time.Now()
-				used, winAt, refused := 0, start, 0
-				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
-					time.Sleep(time.Millisecond)
-					if r.URL.Path == "/items" {
-						return reply(r, http.StatusOK), nil
-					}
-					mu.Lock()
-					defer mu.Unlock()
-					now := time.Now()
-					for now.Sub(winAt) >= win {
-						winAt, used = winAt.Add(win), 0
-					}
-					reset := fmt.Sprint(int((winAt.Add(win).Sub(now) + time.Second - 1) / time.Second))
-					if used >= limit {
-						refused++
-						return reply(r, http.StatusTooManyRequests, "X-RateLimit-Limit", fmt.Sprint(limit), "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", reset, "Retry-After", reset), nil
-					}
-					used++
-					return reply(r, http.StatusOK, "X-RateLimit-Limit", fmt.Sprint(limit), "X-RateLimit-Remaining", fmt.Sprint(limit-used), "X-RateLimit-Reset", reset), nil
-				}), throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
+				lw := newLoginWindow(limit, win, http.StatusOK, func(p string) bool { return p == "/login" })
+				rt := throttle.New(rtFunc(lw.serve), throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
 				defer rt.Close()
 				for range 4 {
 					require.NoError(t, do(t, rt, "http://api.test/login")) // Remaining 1
 				}
 				require.NoError(t, do(t, rt, "http://api.test/items")) // taken: 0
 				if other {
-					mu.Lock()
-					used = limit // the other client takes the last one
-					mu.Unlock()
+					lw.mu.Lock()
+					lw.used = limit // the other client takes the last one
+					lw.mu.Unlock()
 				}
 				require.NoError(t, do(t, rt, "http://api.test/login")) // the try
 				time.Sleep(2 * win)                                    // the other client is gone
-				mu.Lock()
-				refusedBefore := refused
-				mu.Unlock()
+				lw.mu.Lock()
+				refusedBefore := lw.refused
+				lw.mu.Unlock()
 				begin := time.Now()
 				for i := range 200 {
 					path := "/items"
@@ -484,9 +488,9 @@ func TestOneRefusalByAnotherClientDoesNotHoldTheKeyForGood(t *testing.T) {
 					require.NoError(t, do(t, rt, "http://api.test"+path))
 				}
 				took := time.Since(begin)
-				mu.Lock()
-				defer mu.Unlock()
-				t.Logf("200 requests took %v, %d refused (%d before)", took, refused-refusedBefore, refusedBefore)
+				lw.mu.Lock()
+				defer lw.mu.Unlock()
+				t.Logf("200 requests took %v, %d refused (%d before)", took, lw.refused-refusedBefore, refusedBefore)
 				assert.Less(t, took, 10*time.Second, "4 of them to /login, a window holds 5")
 			})
 		})
