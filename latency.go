@@ -37,6 +37,7 @@ const (
 type latency struct {
 	srtt, rttvar time.Duration
 	samples      int
+	clipped      bool // the latest round trip was clipped (see observe)
 }
 
 // observe adds one round trip. Once minSamples are known, one that took
@@ -50,11 +51,18 @@ type latency struct {
 // once, and a key sending 8 at a time sent nothing for 4.8 s (found in
 // review). Round trips that stay long still count: each moves srtt and
 // rttvar toward them, and the bound they are clipped at grows with
-// rttvar, fourfold within a few answers.
+// rttvar, fourfold within a few answers; and one beyond the bound right
+// after one clipped is taken whole: two in a row are a lasting change (a
+// route moved from 20 ms to 2 s), not one slow answer, and clipped, the
+// bound, a Store's booking margin, stayed near 20 ms for 8 answers of 2 s,
+// and a Transport 1 ms from the server met A's requests there within one
+// Per 6 times in 20 s (found in review).
 func (l *latency) observe(rtt time.Duration) {
 	rtt = max(rtt, 0)
-	if l.samples >= minSamples {
-		rtt = min(rtt, l.srtt+max(l.srtt, 4*l.rttvar, sampleEvery))
+	if clip := l.srtt + max(l.srtt, 4*l.rttvar, sampleEvery); l.samples >= minSamples && rtt > clip && !l.clipped {
+		rtt, l.clipped = clip, true
+	} else {
+		l.clipped = false
 	}
 	if l.samples == 0 {
 		l.srtt = rtt

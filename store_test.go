@@ -906,3 +906,55 @@ func (h anHoursPause) other() *throttle.Transport {
 	h.t.Cleanup(func() { o.Close() })
 	return o
 }
+
+// Two Transports share a Window of 1 a second through a MemoryStore; A's
+// route moves for good from 20 ms to 2 s round trips, B is 1 ms from the
+// server. Once A has had two answers on the new route, the server never
+// sees two requests within one Per. Regression, found in review: every
+// round trip past srtt + max(srtt, 4*rttvar) was clipped, the bound (A's
+// booking margin) took 8 answers of 2 s to follow, and B's requests met
+// A's at the server within one Per 6 times in 20 s.
+func TestALastingRouteChangeIsFollowedForAStoreMargin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := throttle.Window{N: 1, Per: time.Second}
+		store := throttle.NewMemoryStore()
+		log := &arrivalLog{start: time.Now()}
+		var way atomic.Int64
+		way.Store(int64(10 * time.Millisecond))
+		far := rtFunc(func(req *http.Request) (*http.Response, error) {
+			d := time.Duration(way.Load())
+			time.Sleep(d)
+			log.mu.Lock()
+			log.at = append(log.at, time.Since(log.start))
+			log.mu.Unlock()
+			time.Sleep(d)
+			return reply(req, http.StatusOK), nil
+		})
+		pol := throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{w}})
+		a := throttle.New(far, pol, throttle.WithStore(store))
+		b := throttle.New(farServer{time.Millisecond, log}, pol, throttle.WithStore(store))
+		defer a.Close()
+		defer b.Close()
+		for range 12 { // A learns its round trip of 20 ms (more than minSamples)
+			require.NoError(t, do(t, a, "http://api.test/warm"))
+		}
+		require.NoError(t, do(t, b, "http://api.test/warm"))
+		way.Store(int64(time.Second)) // the route moves: 2 s a round trip from now on
+		for range 2 {
+			require.NoError(t, do(t, a, "http://api.test/learn"))
+		}
+		time.Sleep(time.Minute)
+		from := time.Since(log.start)
+		var wg sync.WaitGroup
+		for _, rt := range []*throttle.Transport{a, b} {
+			wg.Go(func() {
+				for i := 0; time.Since(log.start)-from < 20*time.Second; i++ {
+					assert.NoError(t, do(t, rt, fmt.Sprint("http://api.test/", i)))
+				}
+			})
+		}
+		wg.Wait()
+		arrived := log.since(from)
+		assert.LessOrEqual(t, mostWithin(arrived, w.Per), w.N, "reached the server within one Per: %v", arrived)
+	})
+}
