@@ -462,3 +462,40 @@ func TestOneSlowAnswerDoesNotHaltTheKey(t *testing.T) {
 		assert.LessOrEqual(t, gap, time.Second, "nothing sent for %v from %v (paced at 10 a second)", gap, at)
 	})
 }
+
+// A request that ends without an answer long after it was sent (it hung
+// until its 10 s deadline, at the server 1 ms after its sending) counts in
+// its windows until Per after a round trip's bound past its sending, not
+// past its end. Regression, found in review: on a server taking 3 s over
+// its answers, counted from the error, it held a window of 1 a second 4 s
+// past its deadline.
+func TestARequestEndedLongAfterItsSendingCountsFromItsBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(time.Millisecond)
+			switch r.URL.Path {
+			case "/hang":
+				<-r.Context().Done()
+				return nil, r.Context().Err()
+			case "/slow":
+				time.Sleep(3 * time.Second)
+			}
+			time.Sleep(time.Millisecond)
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{
+			Windows: []throttle.Window{{N: 1, Per: time.Second}}}))
+		defer rt.Close()
+		for range 10 { // round trips of 3 s: the bound is 3 s
+			require.NoError(t, do(t, rt, "http://api.example.com/slow"))
+		}
+		time.Sleep(time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.Error(t, doCtx(t, ctx, rt, "http://api.example.com/hang"))
+		start := time.Now()
+		require.NoError(t, do(t, rt, "http://api.example.com/fast"))
+		assert.LessOrEqual(t, time.Since(start), time.Second+2*time.Millisecond,
+			"the next request, after one sent 10 s before and at the server since 1 ms")
+	})
+}

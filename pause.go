@@ -576,11 +576,15 @@ func (ks *keyState) clockAt(mono time.Duration) time.Duration {
 // the error (found in review: a request whose deadline ended it 100 ms
 // after its sending, 400 ms from the server, counted until 1.1 s; the
 // next went then, and the server saw both within 0.7 s, 2 in a window of
-// 1 a second).
+// 1 a second). A round trip's bound after its admission, not after the
+// error: by then it reached the server, if it ever does, and an attempt
+// ended long after its sending need not count longer (found in review: a
+// server taking 3 s over its answers, a request that hung to its deadline
+// at 10 s held a window of 1 a second 4 s past it).
 func (ks *keyState) answered(tk *ticket, units int, response bool, mono, at time.Duration) {
 	counted := mono
 	if !response {
-		counted += ks.lat.bound()
+		counted = max(mono, satAdd(tk.mono, ks.lat.bound()))
 	}
 	for i := range ks.wins {
 		ks.wins[i].answered(tk.adm, units, counted)

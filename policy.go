@@ -68,9 +68,10 @@ type Policy struct {
 	// seen it, so the server's count never exceeds N. (A request that ends
 	// without an answer, its context done or the connection failed, may
 	// still be on its way: it counts for Per after a round trip's bound,
-	// srtt+4·rttvar, past its end; no client can know when it arrives, and
-	// one slower than that bound may still meet a later request within
-	// Per.) On a quiet network a window loses only a round trip per Per.
+	// srtt+4·rttvar, past its sending (or its end, if later); no client
+	// can know when it arrives, and one slower than that bound may still
+	// meet a later request within Per.) On a quiet network a window loses
+	// only a round trip per Per.
 	// Like Rate, N is cut to 0.8 of itself by a quota signal, but only when
 	// the window was near its limit (half of it used), and climbs back by a
 	// twentieth of N per quiet 30 seconds. nil: none.
