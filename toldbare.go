@@ -266,14 +266,15 @@ func (m *told) judgeBare(v bareVerdict) {
 }
 
 // spentByBare reports whether only answers without a reading from other
-// endpoints than the reading's, not yet told counted, keep the mirror, at
+// endpoints than the reading's, not yet told counted (or told so longer
+// ago than the verdict holds: see endTry), keep the mirror, at
 // now, with inflight of ours on their way, from holding need: without
 // them it would let the request go. Not within a second of the reset: a
 // try then may reach the server after its reset (in whole seconds, late by
 // up to one) and tell nothing, and the reset is near.
 func (m *told) spentByBare(now time.Duration, inflight int64, need float64) bool {
-	told := m.bareSays == bareUncounted || m.bareSays == bareCounted && now < m.bareUntil
-	if !m.keepsBare() || told || m.bareOther == 0 || m.resetAt != 0 && now > m.resetAt-time.Second {
+	judged := m.bareSays == bareUncounted || m.bareSays == bareCounted && now < m.bareUntil
+	if !m.keepsBare() || judged || m.bareOther == 0 || m.resetAt != 0 && now > m.resetAt-time.Second {
 		return false
 	}
 	return float64(int64(m.left+m.bareOther)-inflight) >= need &&
