@@ -3,12 +3,10 @@ package redisstore_test
 import (
 	"context"
 	"errors"
-	"net/http"
 	"testing"
 	"time"
 
 	"github.com/throttlehttp/throttle"
-	"github.com/throttlehttp/throttle/redisstore"
 )
 
 // A 429 that cut the pace (10/s to 8/s) and paused the key an hour: 2.1 s
@@ -37,53 +35,10 @@ func TestAPauseSharedThroughRedisHoldsAfterThePaceClimbed(t *testing.T) {
 // ErrPaused; none is sent. Regression, found in review: the first was
 // booked at the pause's end before it failed, and the next two slept.
 func TestALongPauseFailsEveryOtherProcessAtOnce(t *testing.T) {
-	addr, pre := redisAddr(t), prefix(t)
-	sent := make(chan string, 10)
-	base := rtFunc(func(r *http.Request) (*http.Response, error) {
-		status, h := http.StatusOK, http.Header{}
-		if r.Header.Get("X-Who") == "a" {
-			status = http.StatusTooManyRequests
-			h.Set("Retry-After", "3600")
-		} else {
-			sent <- r.Header.Get("X-Who")
-		}
-		return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: r}, nil
-	})
-	newTransport := func(opts ...throttle.Option) *throttle.Transport {
-		store := redisstore.New(newClient(t, addr), redisstore.WithPrefix(pre), redisstore.FailClosed())
-		tr := throttle.New(base, append([]throttle.Option{throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 10}), throttle.WithStore(store)}, opts...)...)
-		t.Cleanup(func() { _ = tr.Close() })
-		return tr
-	}
-	a := newTransport(throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
-	req, _ := http.NewRequestWithContext(context.Background(), "GET", "http://api.test/", nil)
-	req.Header.Set("X-Who", "a")
-	resp, err := a.RoundTrip(req)
-	if err != nil || resp.StatusCode != http.StatusTooManyRequests {
-		t.Fatalf("a: %v, %v; want the 429", resp, err)
-	}
-	_ = resp.Body.Close()
+	others, sent := meetAnHoursPause(t)
 	for i, who := range []string{"b", "c", "d"} {
-		tr := newTransport()
-		done := make(chan error, 1)
-		go func() {
-			req, _ := http.NewRequestWithContext(context.Background(), "GET", "http://api.test/", nil)
-			req.Header.Set("X-Who", who)
-			resp, err := tr.RoundTrip(req)
-			if err == nil {
-				_ = resp.Body.Close()
-			}
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			if !errors.Is(err, throttle.ErrPaused) {
-				t.Errorf("process %d (%s): %v, want ErrPaused", i+1, who, err)
-			}
-		case <-time.After(time.Second): // bounds a failure only: a pass returns at once
-			t.Errorf("process %d (%s) still waiting after 1 s of an hour's pause", i+1, who)
-			_ = tr.Close() // ends it with ErrClosed
-			<-done
+		if err := askPaused(others(), who, time.Second); !errors.Is(err, throttle.ErrPaused) {
+			t.Errorf("process %d (%s): %v, want ErrPaused", i+1, who, err)
 		}
 	}
 	close(sent)

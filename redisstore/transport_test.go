@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"slices"
@@ -224,12 +225,32 @@ func TestTransportsShareAWindowAtTheServer(t *testing.T) {
 // booked the departure after the pause a refill past its end, and never
 // said that the pause held it).
 func TestALongPauseSharedThroughRedisFailsEveryRequestAtOnce(t *testing.T) {
+	others, _ := meetAnHoursPause(t)
+	b := others()
+	for i := range 3 {
+		if err := askPaused(b, "", 2*time.Second); !errors.Is(err, throttle.ErrPaused) {
+			t.Errorf("request %d of the other process: %v, want ErrPaused", i, err)
+			return
+		}
+	}
+}
+
+// meetAnHoursPause makes a Transport through Redis, paced at 10 a second,
+// that meets a 429 asking for an hour, and returns a maker of other
+// Transports on the same key and Redis (each its own process, as far as
+// the Store can tell), and what the server accepted: the X-Who of each
+// request it answered 200.
+func meetAnHoursPause(t *testing.T) (others func() *throttle.Transport, sent chan string) {
+	t.Helper()
 	addr, pre := redisAddr(t), prefix(t)
+	sent = make(chan string, 10)
 	base := rtFunc(func(r *http.Request) (*http.Response, error) {
 		status, h := http.StatusOK, http.Header{}
 		if r.Header.Get("X-Who") == "a" {
 			status = http.StatusTooManyRequests
 			h.Set("Retry-After", "3600")
+		} else {
+			sent <- r.Header.Get("X-Who")
 		}
 		return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: r}, nil
 	})
@@ -240,7 +261,6 @@ func TestALongPauseSharedThroughRedisFailsEveryRequestAtOnce(t *testing.T) {
 		return tr
 	}
 	a := newTransport(throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
-	b := newTransport()
 	req, _ := http.NewRequestWithContext(context.Background(), "GET", "http://api.test/", nil)
 	req.Header.Set("X-Who", "a")
 	resp, err := a.RoundTrip(req)
@@ -248,26 +268,29 @@ func TestALongPauseSharedThroughRedisFailsEveryRequestAtOnce(t *testing.T) {
 		t.Fatalf("a: %v, %v; want the 429", resp, err)
 	}
 	_ = resp.Body.Close()
-	for i := range 3 {
-		done := make(chan error, 1)
-		go func() {
-			req, _ := http.NewRequestWithContext(context.Background(), "GET", "http://api.test/", nil)
-			resp, err := b.RoundTrip(req)
-			if err == nil {
-				_ = resp.Body.Close()
-			}
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			if !errors.Is(err, throttle.ErrPaused) {
-				t.Errorf("request %d of the other process: %v, want ErrPaused", i, err)
-			}
-		case <-time.After(2 * time.Second): // bounds a failure only: a pass returns at once
-			t.Errorf("request %d of the other process still waiting after 2 s of an hour's pause", i)
-			_ = b.Close() // ends it with ErrClosed
-			<-done
-			return
+	return func() *throttle.Transport { return newTransport() }, sent
+}
+
+// askPaused sends a request marked who through tr and returns its error,
+// or, when none came within limit (a pass returns at once: the limit
+// bounds a failure only), one that says so, tr closed to end the wait.
+func askPaused(tr *throttle.Transport, who string, limit time.Duration) error {
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(context.Background(), "GET", "http://api.test/", nil)
+		req.Header.Set("X-Who", who)
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			_ = resp.Body.Close()
 		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(limit):
+		_ = tr.Close() // ends it with ErrClosed
+		<-done
+		return fmt.Errorf("still waiting after %v of an hour's pause", limit)
 	}
 }
