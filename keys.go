@@ -26,11 +26,12 @@ type keyState struct {
 	limAt      time.Duration // the latest time lim was used at, from the epoch: its clock never goes back
 	timedAt    time.Duration // the last admission whose answer is timed, from the epoch
 	wins       []windowLog
-	head, tail *waiter // the line
-	admitted   uint64  // units admitted so far, each attempt its cost (see Cost) and corrections up (see WithCost): a ticket's number is its last unit's
-	waitUnits  int64   // the units of the attempts in the line, each its cost
-	arrived    uint64  // requests that acquired the state: each one's place in the line
-	outUnits   int64   // units of the attempts sending
+	head, tail *waiter   // the line
+	pauseBy    time.Time // no bound of a waiter in the line (see waiter.by) is earlier; zero: none known
+	admitted   uint64    // units admitted so far, each attempt its cost (see Cost) and corrections up (see WithCost): a ticket's number is its last unit's
+	waitUnits  int64     // the units of the attempts in the line, each its cost
+	arrived    uint64    // requests that acquired the state: each one's place in the line
+	outUnits   int64     // units of the attempts sending
 
 	// Counts of goroutines (int32: a key has fewer than 2^31), packed
 	// with the flags into two words.

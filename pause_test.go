@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -542,5 +543,60 @@ func TestARefusalThatStatesNoWaitPausesTheKeyASecond(t *testing.T) {
 		}
 		mu.Unlock()
 		time.Sleep(3 * time.Hour) // the refused request's own retry
+	})
+}
+
+// A pause that begins while requests wait puts their turns after its end.
+// A waiter behind the head of the line whose deadline falls within the
+// pause must fail at once, with an error that says until when the key is
+// paused (README, Pause: "A request that would have to wait out a pause
+// ... past its deadline, fails at once"), as the head does and as it would
+// have at its arrival; not wait out its deadline and fail with the bare
+// context error. One whose deadline the pause leaves room for still goes.
+func TestAPauseFailsAtOnceTheWaitersBehindTheHeadItPutsPastTheirDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Path == "/refused" {
+				time.Sleep(500 * time.Millisecond) // answered at 0.5 s: the key pauses until 30.5 s
+				return reply(r, http.StatusTooManyRequests, "Retry-After", "30"), nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 1, Queue: 10}))
+		defer rt.Close()
+
+		var wg sync.WaitGroup
+		wg.Go(func() { // goes at once
+			_ = doCtx(t, throttle.With(context.Background(), throttle.NoRetry()), rt, "http://api.example.com/refused")
+		})
+		time.Sleep(100 * time.Millisecond)
+		wg.Go(func() { // the head of the line: no deadline, its turn at 1 s, then after the pause
+			assert.NoError(t, do(t, rt, "http://api.example.com/head"))
+		})
+		time.Sleep(100 * time.Millisecond)
+		var shortErr error
+		var shortEnd time.Duration
+		wg.Go(func() { // behind it, deadline at 5.2 s: its turn was 2 s, now after 30.5 s
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			shortErr = doCtx(t, ctx, rt, "http://api.example.com/short")
+			shortEnd = time.Since(start)
+		})
+		time.Sleep(100 * time.Millisecond)
+		wg.Go(func() { // behind both, deadline at 40.3 s: the pause leaves it room
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+			defer cancel()
+			assert.NoError(t, doCtx(t, ctx, rt, "http://api.example.com/long"))
+		})
+		wg.Wait()
+
+		require.ErrorIs(t, shortErr, throttle.ErrWouldExceedDeadline,
+			"failed at %v: %v", shortEnd, shortErr)
+		var we *throttle.WaitError
+		require.True(t, errors.As(shortErr, &we))
+		assert.Equal(t, throttle.LimitPause, we.Limit)
+		assert.Equal(t, start.Add(30500*time.Millisecond), we.Until)
+		assert.Equal(t, 500*time.Millisecond, shortEnd, "it fails when the pause begins")
 	})
 }

@@ -26,6 +26,8 @@ type waiter struct {
 	booked     bool      // the Store booked its departure (booking.go)
 	bounded    bool      // its wait has an end: the context's deadline, or Retry.MaxElapsed
 	recheck    bool      // the key's Policy changed: check the bounds again (see repolicy)
+	paused     bool      // a pause begun while it waited ends after by: it fails (see failPaused)
+	by         time.Time // the earlier of those ends; zero if it has none
 	departAt   time.Time // when, if booked
 	countedTo  time.Time // then: the latest sending its windows' booking counted (departAt and the margin)
 	alone      error     // the Reservation's Fallback, if booked
@@ -225,6 +227,15 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 		return fail(holder{limit: LimitQueue}, time.Time{}, ErrQueueFull)
 	}
 	w := &waiter{place: *pl, wake: make(chan struct{}, 1), bounded: hasDeadline || !last.IsZero()}
+	switch {
+	case hasDeadline && (last.IsZero() || deadline.Before(last)):
+		w.by = deadline
+	case !last.IsZero():
+		w.by = last
+	}
+	if w.bounded && (ks.pauseBy.IsZero() || w.by.Before(ks.pauseBy)) {
+		ks.pauseBy = w.by
+	}
 	ahead := ks.insert(w, now)
 	// Refuse at once a wait that is known to end too late.
 	if werr := t.refuse(ks, now, ahead, pl.cost, deadline, hasDeadline, last, fail); werr != nil {
@@ -337,6 +348,22 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 			ks.mu.Unlock()
 			return fail(waitingFor, until, err) // (found in review: Until was zero when it was known)
 		}
+		if w.paused && !w.recheck && ks.head != w {
+			// A pause begun while it waited ends after its deadline (or
+			// MaxElapsed): its turn, after the pause, is known to come
+			// too late, and it fails now, as at its arrival, with the
+			// pause's end (regression, found in review: behind a head
+			// without a deadline, a request whose 5 s deadline a 30 s
+			// pause passed waited the 5 s, then failed with the
+			// context's error). Those ahead need not be counted: the
+			// pause alone is past its bound.
+			w.paused = false
+			if werr := t.refuse(ks, now, 0, pl.cost, deadline, hasDeadline, last, fail); werr != nil {
+				ks.leave(w)
+				ks.mu.Unlock()
+				return werr
+			}
+		}
 		if w.recheck && ks.head != w {
 			// The Policy changed (repolicy): a turn that now comes after
 			// the deadline is refused then, as at its arrival, not at the
@@ -344,7 +371,7 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 			// from 10 to 0.1 a second, a request behind four others, its
 			// turn now at 50 s, failed at its deadline, 2 s, with the
 			// context's error). The head checks at every wake.
-			w.recheck = false
+			w.recheck, w.paused = false, false
 			if werr := t.refuse(ks, now, ks.ahead(w), pl.cost, deadline, hasDeadline, last, fail); werr != nil {
 				ks.leave(w)
 				ks.mu.Unlock()
