@@ -212,7 +212,11 @@ func (r *request) shownErr(err error) error {
 			if !secret(u) {
 				continue
 			}
-			for _, s := range [...]string{u.String(), u.Redacted()} {
+			// The URL whole: as it is, as URL.Redacted writes it, and as
+			// net/http's Client names it in its *url.Error (the password
+			// "***", the user name kept: a user name that is the API's
+			// key, as "https://sk_live_...:@host" sends it, showed).
+			for _, s := range [...]string{u.String(), u.Redacted(), clientForm(u)} {
 				m = strings.ReplaceAll(m, s, r.url())
 			}
 			// What is left, in another form: the parts themselves.
@@ -224,6 +228,11 @@ func (r *request) shownErr(err error) error {
 			}
 			if u.User != nil {
 				m = strings.ReplaceAll(m, u.User.String()+"@", "")
+				if _, ok := u.User.Password(); ok {
+					for _, masked := range [...]string{":***@", ":xxxxx@"} {
+						m = strings.ReplaceAll(m, u.User.Username()+masked, "")
+					}
+				}
 			}
 		}
 		return m
@@ -240,6 +249,15 @@ func (r *request) shownErr(err error) error {
 		return &redactedError{scrub(msg), err}
 	}
 	return err
+}
+
+// clientForm is u as net/http's Client names it in its errors: its
+// password, if set, replaced by "***" (see net/http's stripPassword).
+func clientForm(u *url.URL) string {
+	if _, ok := u.User.Password(); ok {
+		return strings.Replace(u.String(), u.User.String()+"@", u.User.Username()+":***@", 1)
+	}
+	return u.String()
 }
 
 // redactedError is an error shown with another message (see shownErr).
@@ -273,6 +291,14 @@ func shownURL(u *url.URL, last string) string {
 			p = "/" + p
 		}
 		return u.Scheme + "://" + u.Host + p
+	}
+	if u.Host != "" && strings.HasPrefix(u.Opaque, "/") && !strings.HasPrefix(u.Opaque, "//") {
+		// A path set verbatim ("/v1/items%2F7", as net/url documents):
+		// net/http sends it to Host, which URL.String leaves out
+		// ("https:/v1/items%2F7").
+		p, _, _ := strings.Cut(u.Opaque, "?")
+		v := url.URL{Scheme: u.Scheme, Host: u.Host}
+		return v.String() + p
 	}
 	v := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath, Opaque: u.Opaque}
 	return v.String()

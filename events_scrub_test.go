@@ -1,0 +1,88 @@
+package throttle_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlehttp/throttle"
+)
+
+// A base built on an http.Client (the case shownErr is written for) names
+// the URL as http.Client does: its password replaced by "***", the user
+// name kept. A user name that is the API's secret key (Stripe's, sent as
+// curl -u sk_live_...: does, "https://sk_live_...:@api.stripe.com/...")
+// shows in Event.Err and in its log line.
+func TestEventsHideTheUserOfAnHTTPClientsURLError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const token = "sk_live_9f8e7d6c5b4a3210"
+		inner := &http.Client{Transport: rtFunc(func(*http.Request) (*http.Response, error) {
+			return nil, errors.New("connection reset by peer")
+		})}
+		var mu sync.Mutex
+		var logs bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&logs, nil))
+		var errs []string
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) { return inner.Do(r) }),
+			throttle.WithRetry(throttle.Retry{MaxAttempts: 1}),
+			throttle.WithEvents(func(e throttle.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				log.Info("throttle", "event", e)
+				if e.Err != nil {
+					errs = append(errs, e.Err.Error())
+				}
+			}))
+		defer rt.Close()
+		for _, u := range []string{
+			"https://" + token + ":@api.test/v1/charges",      // the key as the user, an empty password
+			"https://" + token + ":x@api.test/v1/charges?a=1", // and with a password and a query
+		} {
+			req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, u, nil)
+			require.NoError(t, err)
+			_, err = rt.RoundTrip(req)
+			require.Error(t, err)
+		}
+		require.NotEmpty(t, errs)
+		for _, e := range errs {
+			t.Log("Event.Err: ", e)
+			assert.NotContains(t, e, token, "an Event's Err")
+		}
+		assert.NotContains(t, logs.String(), token, "the events' log lines")
+		assert.True(t, strings.Contains(errs[0], "https://api.test/v1/charges"), "the URL as events show it")
+	})
+}
+
+// A request whose path is set verbatim through URL.Opaque, as net/url
+// documents for a path net/url would escape otherwise ("/v1/items%2F7":
+// net/http sends Opaque as the request-target, to URL.Host), is shown by
+// its events without its host: "https:/v1/items%2F7". Event.URL promises
+// scheme, host and path; otelthrottle reads server.address from it.
+func TestEventsOfAnOpaquePathNameTheHost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var got []string
+		var sentTo string
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			sentTo = r.URL.Host + " " + r.URL.RequestURI()
+			return reply(r, http.StatusOK), nil
+		}), throttle.WithEvents(func(e throttle.Event) { got = append(got, e.URL) }))
+		defer rt.Close()
+		req := newReq(t, context.Background(), http.MethodGet, "https://api.test/")
+		req.URL.Opaque = "/v1/items%2F7"
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, "api.test /v1/items%2F7", sentTo)
+		require.NotEmpty(t, got)
+		assert.Equal(t, "https://api.test/v1/items%2F7", got[0])
+	})
+}
