@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -36,11 +37,14 @@ func discard(resp *http.Response) *http.Response {
 		return &kept
 	}
 	body := resp.Body
-	stop := time.AfterFunc(drainTimeout, func() { body.Close() })
+	var once sync.Once // closed once, by the timer or here, even should Read or Close panic
+	closeIt := func() { once.Do(func() { body.Close() }) }
+	stop := time.AfterFunc(drainTimeout, closeIt)
+	defer closeIt() // should Read panic
 	var buf bytes.Buffer
 	n, err := io.Copy(&buf, io.LimitReader(body, drainMax+1))
 	late := !stop.Stop() // drainTimeout passed: the body was closed under the read
-	body.Close()
+	closeIt()
 	switch {
 	case n > drainMax:
 		buf.Truncate(drainMax) // (the byte read past it, to tell the body longer, is cut with the rest)

@@ -806,3 +806,49 @@ func TestABodyWhoseClosePanicsGivesItsSlotBack(t *testing.T) {
 			rt.Stats().Keys["api.example.com"].Slots)
 	})
 }
+
+// A 503 whose body panics when the transport closes it to retry: the
+// panic reaches the caller, and RoundTrip's tidy closes that body again,
+// which panics inside the deferred recovery: the request is never let go
+// of (Stats.Requests misses it, its key is held for ever and never swept)
+// and the retry budget it spent is not given back.
+func TestABodyWhoseClosePanicsOnARetryIsCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := 0
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			n++
+			resp := reply(r, http.StatusServiceUnavailable)
+			if n == 1 {
+				resp.Body = panicBody{strings.NewReader("x")}
+			}
+			return resp, nil
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		assert.Panics(t, func() { _ = do(t, rt, "http://b.test/") })
+		assert.EqualValues(t, 1, rt.Stats().Total.Requests, "the request is counted")
+	})
+}
+
+// A hook that panics while an answer is in hand, whose body's Close
+// panics too: RoundTrip's recovery closes that body, and its second panic
+// must not keep the request uncounted, its key held (found in review).
+func TestAHookAndABodyThatBothPanicLeaveTheRequestCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			resp := reply(r, http.StatusOK)
+			resp.Body = panicBody{strings.NewReader("x")}
+			return resp, nil
+		})
+		rt := throttle.New(base, throttle.WithEvents(func(e throttle.Event) {
+			if e.Kind == throttle.EventAnswered {
+				panic("hook")
+			}
+		}))
+		defer rt.Close()
+		assert.PanicsWithValue(t, "hook", func() { _ = do(t, rt, "http://b.test/") }, "the first panic goes on")
+		st := rt.Stats()
+		assert.EqualValues(t, 1, st.Total.Requests, "the request is counted")
+		assert.EqualValues(t, 0, st.Total.InFlight)
+	})
+}

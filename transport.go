@@ -201,14 +201,30 @@ func (r *request) tidy(p any) {
 	if r.onWire {
 		r.t.unsend(r.ks, &r.tk, true)
 	}
+	// The bodies are closed each under its own recover: a body whose
+	// Close panics again (the panic on its way may be its own) must not
+	// keep the others open, the budget spent and the key held (found in
+	// review: the request was never counted, its key never let go of).
+	// The panic that goes on is the first.
 	if r.inHand != nil && r.inHand.Body != nil {
-		r.inHand.Body.Close()
+		closeQuietly(r.inHand.Body)
 	}
-	closeBody(r.pending)
-	closeBody(r.unsent)
+	if r.pending != nil && r.pending.Body != nil {
+		closeQuietly(r.pending.Body)
+	}
+	if r.unsent != nil && r.unsent.Body != nil {
+		closeQuietly(r.unsent.Body)
+	}
 	// A retry the panic kept from being sent spends no budget, as one that
 	// GetBody or Prepare refuses (see next).
 	r.refund()
+}
+
+// closeQuietly closes c after a panic, and lets a panic of its own go:
+// the first panic is the one RoundTrip passes on.
+func closeQuietly(c io.Closer) {
+	defer func() { _ = recover() }()
+	c.Close()
 }
 
 // release lets go of the request's reference to its key, and counts the
@@ -362,8 +378,13 @@ func (r *request) do() (*http.Response, error) {
 			r.inHand = nil
 			return resp, err
 		}
-		kept, lastErr = discard(resp), err
+		// discard closes resp's body, once, even should the base's Read or
+		// Close panic: tidy must not close it again (found in review: its
+		// Close panicked again in RoundTrip's recovery, and the request
+		// was never let go of, its key held for good). The retry's body,
+		// GetBody's, is tidy's to close until it is sent.
 		r.inHand, r.pending = nil, next
+		kept, lastErr = discard(resp), err
 		r.retrying(attempt, resp, err, o.delay)
 		send, r.pending = next, nil
 		if werr := r.backOff(&o); werr != nil {
