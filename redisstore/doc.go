@@ -147,7 +147,10 @@
 // "connect: connection refused", which go-redis itself only logs: New adds
 // a hook to the client that notes it. Neither the partition key nor a
 // password is ever in these errors. The bookings made alone never reach Redis: they do
-// not count once it is back. Redis's own are kept across a restart only if
+// not count once it is back. A pause or a cut pace told while Redis does
+// not answer does: the Store tells Redis what remains of it as soon as
+// Redis answers again (a timer asks it about once a second meanwhile), so
+// that every process holds to a 429 one of them met during the outage. Redis's own are kept across a restart only if
 // it persists them.
 // A caller's context that ends during a call ends the call at once,
 // canceled or past its deadline (the call itself runs on, within the

@@ -185,25 +185,185 @@ func (s *Store) reserveAlone(ctx context.Context, key string, p throttle.Policy,
 	return res, nil
 }
 
+// aloneIdle is how long a key that booked alone is remembered so without
+// booking again: one idle longer starts empty again at its next booking
+// alone, as at an outage's start (which only holds it back), so that the
+// keys of a long outage do not pile up in memory.
+const aloneIdle = time.Minute
+
 // firstAlone reports whether key books alone for the first time since
-// Redis last went away (or ever, for a Store that never reached it).
+// Redis last went away (or ever, for a Store that never reached it), or
+// since it last booked alone more than aloneIdle ago.
 func (s *Store) firstAlone(key string) bool {
 	out := s.health.outage()
+	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.aloneIn != out || s.alone == nil {
-		s.aloneIn, s.alone = out, map[string]bool{}
+		s.aloneIn, s.alone = out, map[string]time.Time{}
 	}
-	if s.alone[key] {
-		return false
+	at, ok := s.alone[key]
+	if !ok && len(s.alone) >= s.aloneSweep {
+		for k, at := range s.alone {
+			if now.Sub(at) > aloneIdle {
+				delete(s.alone, k)
+			}
+		}
+		s.aloneSweep = max(1024, 2*len(s.alone))
 	}
-	s.alone[key] = true
-	return true
+	s.alone[key] = now
+	return !ok || now.Sub(at) > aloneIdle
+}
+
+// back forgets the outage that a trial's answer ended: the keys that
+// booked alone in it (the next outage starts afresh anyway).
+func (s *Store) back() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.alone, s.aloneSweep = nil, 0
+}
+
+// toldNote is a slowdown told to a Store while Redis did not answer, under
+// its policy: Redis is told what remains of it once it answers again, so
+// that a pause learned during an outage (a 429 and its Retry-After: 3600)
+// holds for every process once it is over, not for the one that met it
+// alone.
+type toldNote struct {
+	p     throttle.Policy
+	until time.Time  // the pause's end
+	pace  rate.Limit // a pace cut to, at cutAt
+	cutAt time.Time
+}
+
+// left is what remains of the note at now: the pause, and the cut pace
+// climbed back by a tenth of Rate per second (see throttle.Store); ok is
+// false once nothing does.
+func (n toldNote) left(now time.Time) (sd throttle.Slowdown, ok bool) {
+	if n.until.After(now) {
+		sd.Pause = n.until.Sub(now)
+	}
+	if r := paced(n.p); n.pace > 0 && r > 0 {
+		if climbed := float64(n.pace) + r*0.1*now.Sub(n.cutAt).Seconds(); climbed < r {
+			sd.Pace = rate.Limit(climbed)
+		}
+	}
+	return sd, sd.Pause > 0 || sd.Pace > 0
+}
+
+// note keeps sd, told for key under p while Redis did not answer, to tell
+// Redis once it answers.
+func (s *Store) note(key string, p throttle.Policy, sd throttle.Slowdown) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.told == nil {
+		s.told = map[string]toldNote{}
+	}
+	n, ok := s.told[key]
+	if !ok && len(s.told) >= s.toldSweep {
+		for k, n := range s.told {
+			if _, live := n.left(now); !live {
+				delete(s.told, k)
+			}
+		}
+		s.toldSweep = max(1024, 2*len(s.told))
+	}
+	s.retellSoon()
+	n.p = p
+	if sd.Pause > 0 {
+		n.until = latest(n.until, now.Add(sd.Pause))
+	}
+	if was, _ := n.left(now); sd.Pace > 0 && (was.Pace <= 0 || sd.Pace < was.Pace) {
+		n.pace, n.cutAt = sd.Pace, now
+	}
+	s.told[key] = n
+}
+
+// retell tells Redis the slowdowns told while it did not answer, what
+// remains of them, before the call that found it answering: it returns
+// the first error of Redis as that call's, and keeps what it could not
+// tell for the next call. A note that Redis refused for itself (an error
+// reply about that call alone) is dropped.
+func (s *Store) retell(ctx context.Context) error {
+	s.mu.Lock()
+	notes := s.told
+	if len(notes) == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	s.told, s.toldSweep = nil, 0
+	s.mu.Unlock()
+	for key, n := range notes {
+		sd, live := n.left(time.Now())
+		if live {
+			if err := s.slow(ctx, key, n.p, sd); err != nil && !callOnly(err) {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				if s.told == nil {
+					s.told = notes
+					return err
+				}
+				for k, n := range notes { // newer notes of a key, told meanwhile, stand
+					if _, ok := s.told[k]; !ok {
+						s.told[k] = n
+					}
+				}
+				return err
+			}
+		}
+		delete(notes, key)
+	}
+	return nil
+}
+
+// retellSoon arms a timer, unless one is armed, to tell Redis the notes
+// in retryEvery, so that they reach it even if no call of this Store asks
+// it (the key the process learned a pause on waits it out without asking
+// Redis, and other keys may have nothing to send). Called with s.mu held.
+func (s *Store) retellSoon() {
+	if !s.retelling {
+		s.retelling = true
+		time.AfterFunc(retryEvery, s.retellNow)
+	}
+}
+
+// retellNow is the timer's: it tells Redis the notes if the Store may ask
+// it now (a trial, while Redis is away), bounded by the Store's timeout,
+// and arms the timer again while a note still holds. A Store thus calls
+// Redis in the background only while it holds slowdowns told during an
+// outage, about once a second, for no longer than the longest of them.
+func (s *Store) retellNow() {
+	if ask, down := s.health.ask(time.Now(), false); ask {
+		ctx := context.Background()
+		if err := s.health.answered(ctx, s.retell(ctx), down, s.cfg.timeout); err == nil && down != nil {
+			s.back()
+		}
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.retelling = false
+	for k, n := range s.told {
+		if _, live := n.left(now); !live {
+			delete(s.told, k)
+		}
+	}
+	if len(s.told) > 0 {
+		s.retellSoon()
+	}
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // slowAlone holds the Store's own bookings to sd (under FailOpen), and
 // returns why.
 func (s *Store) slowAlone(ctx context.Context, key string, p throttle.Policy, sd throttle.Slowdown, why error) error {
+	s.note(key, p, sd)
 	if s.cfg.share == 0 {
 		return why
 	}

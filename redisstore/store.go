@@ -28,7 +28,10 @@ import (
 // and no goroutine but a call whose caller stopped waiting (its context
 // ended, or its Transport was closed): go-redis bounds a call by its
 // deadline alone, so the call runs on until Redis answers or the Store's
-// timeout passes (see WithTimeout), and then ends. Closing the client is
+// timeout passes (see WithTimeout), and then ends; and, while it holds a
+// pause or a cut pace told while Redis did not answer, a timer that tells
+// Redis about once a second, each call within the timeout, until Redis
+// has them or they are over. Closing the client is
 // the caller's business, once the Transports using the Store are closed
 // (a call still running then ends with the client's error).
 type Store struct {
@@ -38,9 +41,13 @@ type Store struct {
 	dials  *dials                // why the client's dials fail, if they do (shared by the Stores of one client)
 	local  *throttle.MemoryStore // FailOpen's, while Redis is away
 
-	mu      sync.Mutex
-	alone   map[string]bool // the keys that booked alone in this outage
-	aloneIn uint64          // that outage (see health.outage)
+	mu         sync.Mutex
+	alone      map[string]time.Time // the keys that booked alone in this outage, and when last
+	aloneIn    uint64               // that outage (see health.outage)
+	aloneSweep int                  // the size of alone at which it is swept next
+	told       map[string]toldNote  // slowdowns told while Redis did not answer, to tell it once it does
+	toldSweep  int                  // the size of told at which it is swept next
+	retelling  bool                 // a timer will try to tell them (see retellSoon)
 }
 
 var _ throttle.Store = (*Store)(nil)
@@ -84,7 +91,11 @@ func (s *Store) Reserve(ctx context.Context, key string, p throttle.Policy, n in
 		call, cancel = context.WithTimeout(ctx, bound)
 	}
 	defer cancel()
-	res, err := s.reserve(call, key, p, n, maxWait)
+	err := s.retell(call)
+	var res throttle.Reservation
+	if err == nil {
+		res, err = s.reserve(call, key, p, n, maxWait)
+	}
 	// What the call to Redis took comes off what the caller can wait, as
 	// maxWait is counted from the start of the call: booked alone with the
 	// whole of it, a departure fell up to the timeout after the caller's
@@ -107,6 +118,9 @@ func (s *Store) Reserve(ctx context.Context, key string, p throttle.Policy, n in
 		return s.reserveAlone(ctx, key, p, n, left, why)
 	}
 	if err = s.health.answered(ctx, err, down, s.cfg.timeout); err == nil || ctx.Err() != nil {
+		if err == nil && down != nil {
+			s.back()
+		}
 		return res, err
 	}
 	return s.reserveAlone(ctx, key, p, n, left, err)
@@ -143,8 +157,14 @@ func (s *Store) Slow(ctx context.Context, key string, p throttle.Policy, sd thro
 	if !ask {
 		return s.slowAlone(ctx, key, p, sd, down)
 	}
-	err := s.slow(ctx, key, p, sd)
+	err := s.retell(ctx)
+	if err == nil {
+		err = s.slow(ctx, key, p, sd)
+	}
 	if err = s.health.answered(ctx, err, down, s.cfg.timeout); err == nil || ctx.Err() != nil {
+		if err == nil && down != nil {
+			s.back()
+		}
 		return err
 	}
 	return s.slowAlone(ctx, key, p, sd, err)
