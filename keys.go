@@ -27,7 +27,7 @@ type keyState struct {
 	timedAt    time.Duration // the last admission whose answer is timed, from the epoch
 	wins       []windowLog
 	head, tail *waiter   // the line
-	pauseBy    time.Time // no bound of a waiter in the line (see waiter.by) is earlier; zero: none known
+	leastBy    time.Time // no bound of a waiter in the line (see waiter.by) is earlier; zero: none known
 	admitted   uint64    // units admitted so far, each attempt its cost (see Cost) and corrections up (see WithCost): a ticket's number is its last unit's
 	waitUnits  int64     // the units of the attempts in the line, each its cost
 	arrived    uint64    // requests that acquired the state: each one's place in the line

@@ -693,39 +693,11 @@ func (ks *keyState) pause(h hint, d time.Duration, now time.Time) lesson {
 	}
 	tr.pauseUntil = until
 	tr.ramp = 0
-	ks.failPaused(until)
+	ks.failBehind(until, holder{limit: LimitPause})
 	if tr.probe == probeNone {
 		tr.probe = probeDue
 	}
 	return lesson{until: until, source: source}
-}
-
-// failPaused wakes, to fail at once, the waiters behind the head of the
-// line whose deadline (or MaxElapsed) comes before until, the end of a
-// pause that began or grew: their turn is known to come after it. The head
-// is woken by the answer that paused the key, and checks its own. The line
-// is walked only when a bound in it may be that early (ks.pauseBy, a lower
-// bound of them, made exact by the walk), so that the refusals of a burst
-// that each extend the pause by a little walk it once.
-func (ks *keyState) failPaused(until time.Time) {
-	if ks.head == nil || ks.pauseBy.IsZero() || !until.After(ks.pauseBy) {
-		return
-	}
-	var least time.Time
-	for w := ks.head.next; w != nil; w = w.next {
-		switch {
-		case !w.bounded || w.paused:
-		case until.After(w.by):
-			w.paused = true
-			poke(w.wake)
-		case least.IsZero() || w.by.Before(least):
-			least = w.by
-		}
-	}
-	if hd := ks.head; hd.bounded && (least.IsZero() || hd.by.Before(least)) {
-		least = hd.by
-	}
-	ks.pauseBy = least
 }
 
 // resume lets the backlog follow a successful probe gently: through the

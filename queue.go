@@ -26,8 +26,9 @@ type waiter struct {
 	booked     bool      // the Store booked its departure (booking.go)
 	bounded    bool      // its wait has an end: the context's deadline, or Retry.MaxElapsed
 	recheck    bool      // the key's Policy changed: check the bounds again (see repolicy)
-	paused     bool      // a pause begun while it waited ends after by: it fails (see failPaused)
 	by         time.Time // the earlier of those ends; zero if it has none
+	doomed     time.Time // a lower bound of its turn, found after by: it fails (see failBehind)
+	doomedBy   holder    // what holds it there
 	departAt   time.Time // when, if booked
 	countedTo  time.Time // then: the latest sending its windows' booking counted (departAt and the margin)
 	alone      error     // the Reservation's Fallback, if booked
@@ -233,8 +234,8 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 	case !last.IsZero():
 		w.by = last
 	}
-	if w.bounded && (ks.pauseBy.IsZero() || w.by.Before(ks.pauseBy)) {
-		ks.pauseBy = w.by
+	if w.bounded && (ks.leastBy.IsZero() || w.by.Before(ks.leastBy)) {
+		ks.leastBy = w.by
 	}
 	ahead := ks.insert(w, now)
 	// Refuse at once a wait that is known to end too late.
@@ -309,7 +310,11 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 				ks.mu.Unlock()
 				return fail(holder{}, time.Time{}, ctx.Err())
 			}
-			werr := t.refuse(ks, now, 0, pl.cost, deadline, hasDeadline, last, fail)
+			lb, lh, werr := t.refuseAt(ks, now, 0, pl.cost, deadline, hasDeadline, last, fail)
+			if werr == nil {
+				w.doomed = time.Time{} // (a head passed back by a higher priority finds its turn again)
+				ks.failBehind(lb, lh)
+			}
 			if werr == nil && w.booked && h.limit == LimitStore {
 				// A departure handed over by a waiter that left (see
 				// leave) may come after this one's bounds, which its
@@ -348,22 +353,6 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 			ks.mu.Unlock()
 			return fail(waitingFor, until, err) // (found in review: Until was zero when it was known)
 		}
-		if w.paused && !w.recheck && ks.head != w {
-			// A pause begun while it waited ends after its deadline (or
-			// MaxElapsed): its turn, after the pause, is known to come
-			// too late, and it fails now, as at its arrival, with the
-			// pause's end (regression, found in review: behind a head
-			// without a deadline, a request whose 5 s deadline a 30 s
-			// pause passed waited the 5 s, then failed with the
-			// context's error). Those ahead need not be counted: the
-			// pause alone is past its bound.
-			w.paused = false
-			if werr := t.refuse(ks, now, 0, pl.cost, deadline, hasDeadline, last, fail); werr != nil {
-				ks.leave(w)
-				ks.mu.Unlock()
-				return werr
-			}
-		}
 		if w.recheck && ks.head != w {
 			// The Policy changed (repolicy): a turn that now comes after
 			// the deadline is refused then, as at its arrival, not at the
@@ -371,12 +360,26 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 			// from 10 to 0.1 a second, a request behind four others, its
 			// turn now at 50 s, failed at its deadline, 2 s, with the
 			// context's error). The head checks at every wake.
-			w.recheck, w.paused = false, false
+			w.recheck = false
 			if werr := t.refuse(ks, now, ks.ahead(w), pl.cost, deadline, hasDeadline, last, fail); werr != nil {
 				ks.leave(w)
 				ks.mu.Unlock()
 				return werr
 			}
+		}
+		if !w.doomed.IsZero() && ks.head != w {
+			// The head's turn, and so its own, is known to come after its
+			// deadline (or MaxElapsed): it fails now, as at its arrival
+			// (see failBehind).
+			var werr error
+			if hasDeadline && w.doomed.After(deadline) {
+				werr = fail(w.doomedBy, w.doomed, ErrWouldExceedDeadline)
+			} else {
+				werr = fail(w.doomedBy, w.doomed, ErrMaxElapsed)
+			}
+			ks.leave(w)
+			ks.mu.Unlock()
+			return werr
 		}
 	}
 }
@@ -398,19 +401,61 @@ func (ks *keyState) ahead(w *waiter) int {
 // wire) count as ending now.
 func (t *Transport) refuse(ks *keyState, now time.Time, ahead, cost int, deadline time.Time, hasDeadline bool,
 	last time.Time, fail func(holder, time.Time, error) error) error {
+	_, _, err := t.refuseAt(ks, now, ahead, cost, deadline, hasDeadline, last, fail)
+	return err
+}
+
+// refuseAt is refuse, and the lower bound of the turn it found, and what
+// holds it there.
+func (t *Transport) refuseAt(ks *keyState, now time.Time, ahead, cost int, deadline time.Time, hasDeadline bool,
+	last time.Time, fail func(holder, time.Time, error) error) (time.Time, holder, error) {
 	if until := ks.pausedUntil(); until.Sub(now) > t.cfg.retry.MaxRetryAfter {
-		return fail(holder{limit: LimitPause}, until, ErrPaused)
+		return until, holder{limit: LimitPause}, fail(holder{limit: LimitPause}, until, ErrPaused)
 	}
 	at, h := ks.lowerBound(now, t.since(now), ahead, cost)
 	switch {
 	case h.limit == LimitQuota && at.Sub(now) > t.cfg.retry.MaxRetryAfter:
-		return fail(h, at, ErrPaused)
+		return at, h, fail(h, at, ErrPaused)
 	case hasDeadline && at.After(deadline):
-		return fail(h, at, ErrWouldExceedDeadline)
+		return at, h, fail(h, at, ErrWouldExceedDeadline)
 	case !last.IsZero() && at.After(last):
-		return fail(h, at, ErrMaxElapsed)
+		return at, h, fail(h, at, ErrMaxElapsed)
 	}
-	return nil
+	return at, h, nil
+}
+
+// failBehind wakes, to fail at once, the waiters behind the head of the
+// line whose deadline (or MaxElapsed) comes before until, a lower bound
+// of the head's turn, and so of theirs: none behind the head goes before
+// it. The head finds its own at each wake (a pause begun, a quota read
+// spent to its reset, a window full), and a pause tells it when it begins
+// (regression, found in review: behind a head without a deadline, the
+// refused request's own retry, a request whose 5 s deadline a 30 s pause
+// passed waited its 5 s, then failed with the context's error; so did one
+// behind a head held by a 200 that said the quota spent for a minute).
+// The line is walked only when a bound in it may be that early
+// (ks.leastBy, a lower bound of them, made exact by the walk), so that
+// every wake of the head, and the refusals of a burst that each extend the
+// pause a little, walk it once. ks.mu must be held.
+func (ks *keyState) failBehind(until time.Time, h holder) {
+	if ks.head == nil || ks.leastBy.IsZero() || !until.After(ks.leastBy) {
+		return
+	}
+	var least time.Time
+	for w := ks.head.next; w != nil; w = w.next {
+		switch {
+		case !w.bounded || !w.doomed.IsZero():
+		case until.After(w.by):
+			w.doomed, w.doomedBy = until, h
+			poke(w.wake)
+		case least.IsZero() || w.by.Before(least):
+			least = w.by
+		}
+	}
+	if hd := ks.head; hd.bounded && (least.IsZero() || hd.by.Before(least)) {
+		least = hd.by
+	}
+	ks.leastBy = least
 }
 
 // sleep waits for d (d < 0: indefinitely) or until woken, honouring ctx and
