@@ -52,11 +52,14 @@ var ErrBodyDiscarded = errors.New("throttle: the rest of the body was discarded 
 
 // endsRetrying reports whether a retry refused with err ends retrying as
 // the server's answer would have (see Retry): its turn known to come after
-// the deadline or past MaxRetryAfter, or no room in the queue. The caller
-// gets the last response then. The context's end, Close, MaxElapsed passed
-// while it waited, and a Store's failure are errors of their own.
+// the deadline or past MaxRetryAfter, no room in the queue, or the Store
+// unable to book it. The caller gets the last response then. The
+// context's end, Close and MaxElapsed passed while it waited are errors of
+// their own. (A Store's failure was one too, and the caller of a retry
+// the Store refused lost the 503 it had obtained: found in review.)
 func endsRetrying(err error) bool {
-	return errors.Is(err, ErrWouldExceedDeadline) || errors.Is(err, ErrPaused) || errors.Is(err, ErrQueueFull)
+	return errors.Is(err, ErrWouldExceedDeadline) || errors.Is(err, ErrPaused) || errors.Is(err, ErrQueueFull) ||
+		errors.Is(err, ErrStoreUnavailable)
 }
 
 type deadlineError struct{}

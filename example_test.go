@@ -60,10 +60,8 @@ func ExamplePolicy_Validate() {
 
 func ExampleWithEvents() {
 	// A fake server that throttles the first request, with a Retry-After of
-	// 0 (and a backoff of at most a millisecond, so the example hardly waits:
-	// the key pauses for the refused request's backoff, drawn from [0, 1 ms];
-	// drawn from [0, 1 us], it was 0, no pause and no EventPaused, about
-	// once in a thousand runs, found in session 45).
+	// 0, which says nothing of when the quota gives back: the key pauses a
+	// second, as for a refusal that states no wait.
 	first := true
 	base := rtFunc(func(r *http.Request) (*http.Response, error) {
 		if first {

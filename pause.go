@@ -346,7 +346,11 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 		// (regression, found in review: a learned pace took each refused
 		// request's random backoff for the server's wait, and a window of
 		// 100 a second took 1.1-1.3x its ideal with 1-5% refused).
+		// So is it to a key without a pace: it pauses the key a second,
+		// as a refusal that states no wait does (see Retry), not the
+		// refused request's backoff, nor nothing.
 		taught = max(pause, unstatedWait)
+		pause = taught
 	}
 	if h.hasQ {
 		ks.rarely().refusalsTold = true

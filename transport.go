@@ -25,7 +25,8 @@ import (
 // always closes the request body, and returns err == nil whenever it
 // obtained a response, whatever its status (after retries, the last one,
 // also when a retry is refused at once: its turn known to come after the
-// deadline or MaxRetryAfter, or its queue full). The body of a response
+// deadline or MaxRetryAfter, its queue full, or the Store unable to book
+// it). The body of a response
 // so returned was read and closed while the retry waited: it reads as it
 // was if it ended within 4 KiB and 100 ms (one that failed, up to its
 // error); else it reads its first bytes (4 KiB at most), then fails with
@@ -460,7 +461,7 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 		o.now, mono = r.t.now()
 	}
 	pause := o.delay
-	if o.h.throttled() && (!o.h.hasWait || o.h.wait > 0) {
+	if o.h.throttled() {
 		// The key pauses for what the server asked (a second, for a
 		// refusal that states no wait: see Retry); the refused request
 		// itself may wait longer, its own backoff. (One unlucky request
@@ -471,7 +472,10 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 		// paused the key for the refused request's backoff, up to
 		// MaxDelay: with a MaxDelay past MaxRetryAfter, the other
 		// requests failed at once with ErrPaused, a pause no server
-		// asked for.)
+		// asked for; so for "Retry-After: 0", a pause of 0, which a
+		// learned pace takes as none stated (see refused): found in
+		// review, it paused the key for the refused request's backoff,
+		// 17 s after the last of its 12 attempts, no retry to come.)
 		pause = least
 	}
 	tk.req = r.req
