@@ -139,3 +139,41 @@ func TestWithTheLaterOptionWins(t *testing.T) {
 	require.ErrorIs(t, err, throttle.ErrInvalidRequestOption)
 	assert.True(t, strings.Contains(err.Error(), "Cost: 0"), err.Error())
 }
+
+// A request of higher priority that joins the line ahead of a waiting one
+// puts that one's turn later: when it now comes after the waiter's
+// deadline, the waiter fails then with ErrWouldExceedDeadline, as at its
+// arrival (and as after a change of Policy), not at its deadline with the
+// context's error.
+func TestAWaiterPassedByPriorityFailsWhenItsTurnPassesTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		rt := throttle.New(rec, throttle.WithPolicy(throttle.Policy{Rate: 1, Queue: 10}))
+		defer rt.Close()
+		require.NoError(t, do(t, rt, "http://api.example.com/first")) // at once: the next turn is at 1 s
+
+		start := time.Now()
+		var failedAt time.Duration
+		var werr error
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+			defer cancel()
+			werr = doCtx(t, ctx, rt, "http://api.example.com/batch") // its turn at 1 s: it waits
+			failedAt = time.Since(start)
+		})
+		synctest.Wait()
+		time.Sleep(100 * time.Millisecond)
+		wg.Go(func() { // goes first, at 1 s: the batch request's turn is now 2 s
+			ctx := throttle.With(context.Background(), throttle.Priority(5))
+			assert.NoError(t, doCtx(t, ctx, rt, "http://api.example.com/user"))
+		})
+		synctest.Wait()
+		wg.Wait()
+		require.Error(t, werr)
+		assert.ErrorIs(t, werr, throttle.ErrWouldExceedDeadline)
+		assert.Equal(t, 100*time.Millisecond, failedAt, "fails when passed, not at its deadline: %v", werr)
+	})
+}
+
+// One slow answer (a report the server took 10 s to make; the request

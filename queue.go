@@ -245,6 +245,9 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 		return werr
 	}
 	joined = true
+	if w.next != nil {
+		t.failPassed(ks, w, now, ahead)
+	}
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -381,6 +384,26 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 			ks.mu.Unlock()
 			return werr
 		}
+	}
+}
+
+// failPassed fails at once, through their wake, the waiters w passed as it
+// joined the line (a higher priority: all those behind it), whose turn,
+// later by w's cost, now comes after their deadline (or MaxElapsed), as at
+// their arrival, not at the deadline with the context's error (found in
+// review). Each is told its units ahead as the walk goes, so the walk is
+// one pass over those w passed, which insert walked already. ks.mu must be
+// held.
+func (t *Transport) failPassed(ks *keyState, w *waiter, now time.Time, ahead int) {
+	n, mono := ahead+w.cost, t.since(now)
+	for b := w.next; b != nil; b = b.next {
+		if b.bounded && b.doomed.IsZero() {
+			if at, h := ks.lowerBound(now, mono, n, b.cost); at.After(b.by) {
+				b.doomed, b.doomedBy = at, h
+				poke(b.wake)
+			}
+		}
+		n += b.cost
 	}
 }
 
