@@ -225,7 +225,18 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		// says nothing of what it gives back, only that nothing remains,
 		// which the refusal says too. Such a key learns its pace from
 		// the refusals, as one told nothing (learn.go).
-		ks.readQuota(ls, tk, resp, h, units, ok, at)
+		// A 5xx that carries a reading (a gateway that counts the quota,
+		// the backend failing behind it) was counted: its Remaining is
+		// what is left after it, 0 included. It is read as a request
+		// the quota took, never as the quota's refusal (regression,
+		// found in review: taken for one, it gave its unit back to a
+		// bucket's level, was left out of the climb the refill is
+		// measured by, and cut the rate; a bucket of 2 a second, 20
+		// deep, every third answer a 500 with its headers, was measured
+		// refilling at nothing, and 21 requests of 300 were refused
+		// where none are without the 500s).
+		counted := ok || resp != nil && resp.StatusCode >= http.StatusInternalServerError
+		ks.readQuota(ls, tk, resp, h, units, counted, at)
 	} else if resp != nil && resp.StatusCode >= http.StatusInternalServerError {
 		for m := range ks.mirrors() {
 			m.unread(at, tk.adm, units) // a 5xx the server may have counted

@@ -164,9 +164,15 @@ import (
 // pace from the refusals (learn.go), and forgets that pace once accepted
 // answers carry readings.
 //
-// A 5xx answer carries no reading the key trusts, but the server may have
-// counted its request (a backend's 503 behind the quota's gateway): it is
-// counted as accepted (see unread), which only ever sends less. An answer
+// A 5xx answer's request may have been counted by the server (a backend's
+// 503 behind the quota's gateway): one without a reading is counted as
+// accepted (see unread), which only ever sends less; one with a reading
+// (the gateway counts, and its headers ride on the failure) is read as an
+// accepted answer's, Remaining 0 included: it says what is left after the
+// request, not that the quota refused it (a quota's refusal is a 429, or
+// a 403 with the quota spent). Read as a refusal, its unit went back to a
+// bucket's level and out of the climb its refill is measured by, and each
+// cut the rate. An answer
 // accepted without a reading, from a server that sends them, is taken from
 // a window's count too, until the readings that follow show such answers
 // not counted (another endpoint's, which the quota does not guard); a
@@ -239,6 +245,7 @@ type told struct {
 	levelAt    time.Duration // 0: no level read yet
 	levelAdm   uint64        // the admission whose answer's reading set level: ours after it are taken from it
 	refusals   []refusal     // the latest of ours refused, oldest first (see refusedAfter)
+	unreads    []unreadAns   // a window's: ours answered by a 5xx without a reading since left was last given back whole (see unread)
 	sent       uint64        // our admissions since the mirror began
 	leftSent   uint64        // sent, as of levelAt
 	foldAt     time.Duration // an admission after levelAt, whose units sent by then (foldSent) are taken into level a trip later (see fold)
@@ -512,6 +519,7 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 		// window, up to 18 requests sent into a window of 10).
 		m.resetAt, m.left, m.leftAdm, m.leftSeen, m.leftAt, m.tested, m.rolled = 0, r, adm, admitted, now, false, false
 		m.bare, m.bareOther, m.bareLast = 0, 0, 0
+		m.unreads = m.unreads[:0]
 		if early {
 			m.markAt = 0 // a span across it would show a bucket's climb
 		}
@@ -539,7 +547,7 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 	switch {
 	case m.leftAt == 0,
 		m.kind == kindBucket && adm >= m.leftAdm,
-		m.kind != kindBucket && (adm > m.rollAdm || r >= m.limit/2) && r < m.left:
+		m.kind != kindBucket && (adm > m.rollAdm || r >= m.limit/2) && r-m.unreadSince(sent) < m.left:
 		// The first reading; a bucket's latest; a window's lowest. A
 		// request sent before the reset says nothing of the window now,
 		// unless it reached the server after the reset: then it found
@@ -548,6 +556,11 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 		// sends less.)
 		if m.rolled {
 			m.blindAdm = admitted
+		}
+		if m.kind != kindBucket {
+			// Ours answered by a 5xx without a reading after this one
+			// was sent may have been counted after it (see unread).
+			r -= m.unreadSince(sent)
 		}
 		m.left, m.leftAdm, m.leftSeen, m.leftAt, m.rolled = r, adm, admitted, now, false
 		m.bare, m.bareOther, m.bareLast = 0, 0, 0
@@ -569,6 +582,17 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 		switch {
 		case m.kind == kindBucket:
 			m.resetAt = 0 // a bucket's reset says when it is full, not when it refills
+		case adm <= m.rollAdm && r < m.limit/2:
+			// A late answer to a request sent before the last reset,
+			// counted in the window before (it found it half spent or
+			// more, as its reading of left is not taken either): its
+			// reset is that window's, passed, and moved as late as its
+			// answer, not the end of the window now going on
+			// (regression, found in review: a window of 20 per 10 s
+			// told by IETF fields; answers to 5 requests counted at 6.5
+			// s, t=4, came 5 s late, took the window's end from 20 s to
+			// 15.5 s, and the key gave the window back whole there: 20
+			// sent into a window that held 10, 10 refused).
 		case m.resetAt <= now || at < m.resetAt:
 			// The tightest: a reset rounded up is late by less than a
 			// second. Each policy of several has a mirror of its own
@@ -618,15 +642,49 @@ func (m *told) earlyReset(now time.Duration, r int, inflight int64) bool {
 // carried no reading but that the server may have counted: a 5xx (a
 // backend's 503 behind the quota's gateway). It counts as accepted, which
 // only ever sends less: in a log's count of ours, in what a bucket's climb
-// is measured with, and, sent after a window's lowest reading, as taken
-// from it (it has left the requests on their way, which the mirror takes
-// from that reading, and no later reading may come before the reset).
+// is measured with, and as taken from a window's count.
+//
+// A window's count is its lowest reading, less ours on their way: those
+// the server counted after that reading's request are still on theirs, or
+// their own lower readings set the count. Not one answered by such a 5xx:
+// no reading comes, and it is no longer on its way. The server counts
+// requests sent together in any order, so one answered after a reading's
+// request was sent may have been counted after it, sent before it or
+// after: it stays taken from that reading, and from any later one whose
+// request went before its answer came (regression, found in review: taken
+// only when sent after the lowest reading's request, and given back by a
+// lower reading, a window of 10 per 10 s told by IETF fields, a third of
+// its answers 500s without headers, 4 workers, had up to 12 sent into a
+// window of 10, 1-8 of 100 refused).
 func (m *told) unread(now time.Duration, adm uint64, n int) {
 	m.acc += int64(n)
 	m.accepted(now, n)
-	if m.kind != kindBucket && adm > m.leftAdm && m.leftAt != 0 {
-		m.left -= n
+	if m.kind != kindBucket && m.leftAt != 0 {
+		m.left -= n // answered after the lowest reading's request was sent
+		if len(m.unreads) == maxRefusals {
+			m.unreads = append(m.unreads[:0], m.unreads[1:]...)
+		}
+		m.unreads = append(m.unreads, unreadAns{now, n})
 	}
+}
+
+// unreadAns is an answer of ours by a 5xx without a reading (see unread).
+type unreadAns struct {
+	at time.Duration // when it came
+	n  int           // its units
+}
+
+// unreadSince is how many units of ours were answered by a 5xx without a
+// reading after sent, since the window's count was last given back: the
+// server may have counted them after a request sent then.
+func (m *told) unreadSince(sent time.Duration) int {
+	k := 0
+	for _, u := range m.unreads {
+		if u.at > sent {
+			k += u.n
+		}
+	}
+	return k
 }
 
 // readLevel corrects a bucket's level with a reading of r, in the answer
@@ -818,6 +876,7 @@ func (m *told) rollover(now time.Duration, admitted uint64) {
 	}
 	m.left, m.leftAdm, m.leftSeen, m.leftAt, m.rollAdm, m.passed, m.tested = whole, admitted, admitted, m.resetAt, admitted, true, false
 	m.bare, m.bareOther, m.bareLast = 0, 0, 0
+	m.unreads = m.unreads[:0]
 	m.rolled, m.rolledAt = whole == m.limit, m.leftAt
 	m.resetAt = 0
 	switch {
