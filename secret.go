@@ -142,12 +142,15 @@ func basicHolds(v string, in func(string) bool) bool {
 // every name that speaks of a key, token, secret, session, password,
 // signature or credential (X-Api-Key, X-Auth-Token, access_token, ...),
 // in short too: an Azure SAS token's "sig", a password's "pwd" or "pass"
-// (found in review: a key of such a URL was shown as it was). A name that
+// (found in review: a key of such a URL was shown as it was); and those
+// that carry one by custom: OpenWeatherMap's "appid", Azure Functions'
+// "code" (and an OAuth authorization code), a "jwt", a "bearer". A name that
 // only happens to hold one ("design", "compass") hides a key that holds its
 // value: more is hidden, never less.
 func secretName(name string) bool {
 	name = strings.ToLower(name)
-	for _, w := range [...]string{"auth", "cookie", "key", "token", "secret", "session", "pass", "pwd", "sig", "credential"} {
+	for _, w := range [...]string{"auth", "cookie", "key", "token", "secret", "session", "pass", "pwd", "sig", "credential",
+		"appid", "code", "jwt", "bearer"} {
 		if strings.Contains(name, w) {
 			return true
 		}

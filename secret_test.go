@@ -173,14 +173,17 @@ func TestKeysShownAsTheyAre(t *testing.T) {
 // A key made of the request's URL, query and all, holds a credential when
 // the query carries one under a short name: an Azure SAS token's "sig" (its
 // HMAC signature, which grants access until the token expires), a
-// password as "pwd" or "pass". Regression, found in review: such a key was
-// shown as it is in errors and Stats.
+// password as "pwd" or "pass", OpenWeatherMap's "appid", Azure Functions'
+// "code". Regression, found in review: such a key was shown as it is in
+// errors and Stats.
 func TestKeysHideCredentialsOfShortQueryNames(t *testing.T) {
 	const cred = "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA"
 	for _, u := range []string{
 		"https://acct.blob.core.windows.net/c/b.txt?sv=2022-11-02&se=2026-01-01&sr=b&sp=r&sig=" + cred,
 		"https://h.test/api?user=bob&pwd=" + cred,
 		"https://h.test/api?user=bob&pass=" + cred,
+		"https://api.openweathermap.org/data/2.5/weather?q=Oslo&appid=" + cred,
+		"https://fn.azurewebsites.net/api/hook?name=x&code=" + cred,
 	} {
 		t.Run(u[strings.LastIndexByte(u, '&')+1:][:4], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
