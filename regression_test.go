@@ -852,3 +852,37 @@ func TestAHookAndABodyThatBothPanicLeaveTheRequestCounted(t *testing.T) {
 		assert.EqualValues(t, 0, st.Total.InFlight)
 	})
 }
+
+// slowPanicBody is a response body that takes 200 ms to read and whose
+// Close panics.
+type slowPanicBody struct{}
+
+func (slowPanicBody) Read([]byte) (int, error) {
+	time.Sleep(200 * time.Millisecond)
+	return 0, io.EOF
+}
+
+func (slowPanicBody) Close() error { panic("body close") }
+
+// A retried 503 whose body is still being read when the drain's time is up
+// is closed by a timer, on its own goroutine: a Close that panics there
+// must not end the process; the request goes on to its retry (regression,
+// found in review: the panic had no caller to reach, and crashed it).
+func TestABodyWhoseClosePanicsAfterTheDrainsTimeDoesNotCrash(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := 0
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			n++
+			if n == 1 {
+				resp := reply(r, http.StatusServiceUnavailable)
+				resp.Body = slowPanicBody{}
+				return resp, nil
+			}
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		require.NoError(t, do(t, rt, "http://b.test/"))
+		assert.Equal(t, 2, n, "retried")
+	})
+}
