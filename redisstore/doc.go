@@ -38,7 +38,10 @@
 //
 // # One round trip per decision, on Redis's clock
 //
-// Only the head of a key's line asks Redis, once per attempt: each Reserve
+// Only the head of a key's line asks Redis, once per attempt, the next
+// once the last has gone: a Redis a round trip r away caps each process at
+// 1/r requests a second per key (1,000 a second 1 ms away, 50 at 20 ms),
+// so keep Redis near its clients. Each Reserve
 // and each Slow is one EVALSHA of a Lua script (EVAL once, should Redis not
 // know it yet), which reads the time with TIME on the Redis server (the
 // processes' clocks never enter the arithmetic, so skew between machines
