@@ -9,11 +9,19 @@ import (
 )
 
 // ceilSeconds rounds d up to whole seconds: a positive d gives at least 1.
+// (d + time.Second - 1 overflowed within a second of the longest Duration:
+// a quota of Per math.MaxInt64, one that never comes back, was told
+// Retry-After: 1, X-RateLimit-Reset: -9223372035 and w=1; found in review
+// t10.)
 func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + time.Second - 1) / time.Second)
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
 }
 
 // retryAfter formats a wait of d from now, or returns "" for RetryAfterNone. Seconds
@@ -115,6 +123,9 @@ func policy(q quota) (n int, w int64, burst int) {
 		// Its estimate counts the last window's requests too: N-1 per Per is
 		// what it admits for ever; N = 1 admits one per two windows.
 		if q.limit == 1 {
+			if q.window > math.MaxInt64/2 { // 2·Per overflows
+				return 1, 2 * ceilSeconds(q.window), 0
+			}
 			return 1, max(ceilSeconds(2*q.window), 1), 0
 		}
 		return q.limit - 1, max(ceilSeconds(q.window), 1), 0
