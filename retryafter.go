@@ -246,7 +246,7 @@ func rfc850Year(t, now time.Time) time.Time {
 type instant struct {
 	now  time.Time
 	h    http.Header   // the answer's header, for its Date; nil: the server's clock is taken to be now
-	rtt  time.Duration // the attempt's round trip: the answer came back in about half of it
+	rtt  time.Duration // the attempt's round trip: how much older than now an agreeing Date may be
 	srv  time.Time     // the server's clock at now, once read
 	read bool
 }
@@ -264,9 +264,14 @@ const (
 // server returns the server's clock when the answer came: now when the
 // answer has no usable Date, or one that now agrees with (the server
 // stamped it, truncated to its second, before the answer's way back);
-// else Date plus half the round trip, which is never later than the
-// server's clock was (the second's fraction is left out: a wait counted
-// from it may be up to a second long, as a whole-second one may be).
+// else Date itself, which is never later than the server's clock was: the
+// server stamped it before the answer left. The second's fraction and the
+// answer's way back are left out, so a wait counted from it may be up to a
+// second and that way long, as a whole-second one may be. (Date plus half
+// the round trip was later than the server's clock whenever the trip was
+// mostly the way there or the server's work, not the way back: 30 s behind,
+// a 429 after 4 s of upload had its retry reach the server 2 s before its
+// Retry-After date; found in review t10.)
 func (c *instant) server() time.Time {
 	switch {
 	case c.h == nil:
@@ -286,7 +291,7 @@ func (c *instant) server() time.Time {
 	off := c.now.Sub(date) // the client's clock ahead by this, less the fraction and the way back
 	if off < -clockSlack || off > time.Second+c.rtt+clockSlack {
 		if off > -maxSkew && off < maxSkew+time.Second+c.rtt {
-			c.srv = date.Add(c.rtt / 2)
+			c.srv = date
 		}
 	}
 	return c.srv
