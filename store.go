@@ -110,7 +110,7 @@ func ContextWithWindowMargin(ctx context.Context, margin time.Duration) context.
 type Reservation struct {
 	Wait   time.Duration // from now until the departure (0: at once)
 	OK     bool          // booked; false: Wait exceeded the maxWait asked, nothing was booked
-	Paused bool          // a pause holds the key until the departure: it goes at the pause's end, or within half a turn of it, or, the pace cut by the pause's Slowdown and climbed since, within what the bucket's tolerance lost as it climbed
+	Paused bool          // a pause holds the key until the departure: it goes at the pause's end, or within half a turn of it and the n-1 turns a departure of n units waits for the tokens beyond the one the bucket holds then, or, the pace cut by the pause's Slowdown and climbed since, within what the bucket's tolerance lost as it climbed
 	// Fallback is not nil when the Store could not reach what it shares and
 	// booked the departure alone, as its configuration allows (see
 	// redisstore's FailOpen); it says why. The Transport then sends

@@ -145,7 +145,10 @@ end
 local paused = 0
 local held = pause
 if r > 0 then
-	held = pause + span(1, r) / 2
+	-- A departure of n units waits past the pause's end for the n-1
+	-- tokens beyond the one Slow left the bucket at its end: held by the
+	-- pause all the same (found in review t9).
+	held = pause + span(1, r) / 2 + span(math.min(units, depth + 1) - 1, r)
 	if cutFrom > 0 and cutFrom < r then
 		-- Slow set tat at the pace then, as slow as the cut: the
 		-- departure it lets go first comes up to the difference of the

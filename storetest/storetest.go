@@ -15,6 +15,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sort"
 	"sync"
@@ -80,6 +81,7 @@ var Tests = []Test{
 	{"MaxWait", testMaxWait},
 	{"WaitSaturates", testWaitSaturates},
 	{"Pause", testPause},
+	{"PauseCost", testPauseCost},
 	{"PaceCut", testPaceCut},
 	{"KeysApart", testKeysApart},
 	{"Concurrent", testConcurrent},
@@ -319,6 +321,29 @@ func testPause(t *testing.T, s throttle.Store, c Clock) {
 	}
 	got = waits(t, s, "pause", p, 1)
 	near(t, c, got, func(int) time.Duration { return c.ms(2400) })
+}
+
+// testPauseCost: a departure of n units after a pause goes when the bucket,
+// left one token at the pause's end, holds n: a pause holds it all the
+// same, and Paused says so (found in review t9: it did not for n > 1, and
+// a Transport slept out a pause longer than it honours, where a departure
+// of one unit failed at once).
+func testPauseCost(t *testing.T, s throttle.Store, c Clock) {
+	p := throttle.Policy{Rate: c.rate(10), Burst: 10}
+	for i, n := range []int{2, 5, 9, 20} {
+		key := fmt.Sprint("pause cost ", i)
+		if err := s.Slow(context.Background(), key, p, throttle.Slowdown{Pause: c.ms(2000)}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Reserve(context.Background(), key, p, n, c.ms(1000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := c.ms(2000 + 100*(min(n, 9)-1))
+		if r.OK || !r.Paused || r.Wait < want-c.Slack || r.Wait > want+c.Slack {
+			t.Fatalf("Reserve of %d units in a %v pause, maxWait %v: %+v, want not booked, paused, wait %v", n, c.ms(2000), c.ms(1000), r, want)
+		}
+	}
 }
 
 // testPaceCut: a cut pace holds for every departure, and climbs back by a
