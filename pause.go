@@ -241,6 +241,10 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		for m := range ks.mirrors() {
 			m.unread(at, tk.adm, units) // a 5xx the server may have counted
 		}
+	} else if resp == nil {
+		for m := range ks.mirrors() {
+			m.lost(at, units) // no answer: the server may have counted it
+		}
 	} else if ok && h.read {
 		// Accepted without a reading, from a server that sends them: it
 		// may have counted it (see toldbare.go).
