@@ -58,9 +58,9 @@ func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline 
 	// first failed with ErrPaused and the two others slept the hour). A
 	// longer wait that no pause holds (a window's) is asked for again.
 	start, mra := now, t.cfg.retry.MaxRetryAfter
-	res, err := t.reserve(ctx, ks, w, p, min(maxWait, mra), margin)
+	res, err := t.reserve(ctx, ks, w, w.cost, p, min(maxWait, mra), margin)
 	if left := maxWait - time.Since(start); err == nil && !res.OK && !res.Paused && maxWait > mra && res.Wait <= left {
-		res, err = t.reserve(ctx, ks, w, p, left, margin)
+		res, err = t.reserve(ctx, ks, w, w.cost, p, left, margin)
 	}
 	now = time.Now()
 	ks.mu.Lock()
@@ -86,7 +86,23 @@ func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline 
 		// refusal, without asking the Store (found in review: the
 		// first failed, and the next ones, whose departures the Store
 		// booked after the pause's end, not at it, slept the hour).
-		ks.pause(hint{}, res.Wait, now)
+		// Until the pause's end: a departure of n units waits the n-1
+		// turns past it for its other tokens (see Reservation.Paused),
+		// which the key's other requests, of one unit, do not (found in
+		// review: a request of Cost(9) at 0.1 a second paused the key
+		// 100 s past the end of another process's pause). A departure
+		// of one unit, asked for and not booked, tells that end.
+		end := res.Wait
+		if w.cost > 1 {
+			ks.mu.Unlock()
+			one, err := t.reserve(ctx, ks, w, 1, p, 0, margin)
+			now = time.Now()
+			ks.mu.Lock()
+			if err == nil && one.Paused && !one.OK && one.Wait < end {
+				end, until = one.Wait, now.Add(one.Wait)
+			}
+		}
+		ks.pause(hint{}, end, now)
 		return fail(held, until, ErrPaused)
 	case hasDeadline && until.After(deadline):
 		// Booked or not: a departure after the deadline fails at once,
@@ -126,7 +142,7 @@ func (ks *keyState) storePolicy() Policy {
 // waiting for its turn fails with ErrClosed at once, not once the Store
 // answers. Should the Store panic, w leaves the line, so that the key is
 // not left without a head, before the panic goes on.
-func (t *Transport) reserve(ctx context.Context, ks *keyState, w *waiter, p Policy, maxWait, margin time.Duration) (Reservation, error) {
+func (t *Transport) reserve(ctx context.Context, ks *keyState, w *waiter, n int, p Policy, maxWait, margin time.Duration) (Reservation, error) {
 	defer func() {
 		if p := recover(); p != nil {
 			ks.mu.Lock()
@@ -143,7 +159,7 @@ func (t *Transport) reserve(ctx context.Context, ks *keyState, w *waiter, p Poli
 		ctx = ContextWithWindowMargin(ctx, margin)
 	}
 	start := time.Now()
-	res, err := t.cfg.store.Reserve(ctx, ks.key, p, w.cost, maxWait)
+	res, err := t.cfg.store.Reserve(ctx, ks.key, p, n, maxWait)
 	if len(p.Windows) > 0 {
 		t.storeTrip.Store(int64(time.Since(start)))
 	}

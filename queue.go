@@ -316,6 +316,12 @@ func (t *Transport) wait(ctx context.Context, ks *keyState, pl *place, attempt i
 			lb, lh, werr := t.refuseAt(ks, now, 0, pl.cost, deadline, hasDeadline, last, fail)
 			if werr == nil {
 				w.doomed = time.Time{} // (a head passed back by a higher priority finds its turn again)
+				if w.booked && w.departAt.After(lb) {
+					// None behind it goes before the departure the Store
+					// booked it (see lowerBound), which may have come
+					// after they joined.
+					lb, lh = w.departAt, holder{limit: LimitStore}
+				}
 				ks.failBehind(lb, lh)
 			}
 			if werr == nil && w.booked && h.limit == LimitStore {
