@@ -250,6 +250,19 @@ func (n toldNote) left(now time.Time) (sd throttle.Slowdown, ok bool) {
 	return sd, sd.Pause > 0 || sd.Pace > 0
 }
 
+// merge is n and a newer note of its key: the later pause's end, the pace
+// that is slower now, and the newer note's policy.
+func (n toldNote) merge(newer toldNote, now time.Time) toldNote {
+	m := newer
+	m.until = latest(n.until, newer.until)
+	was, _ := n.left(now)
+	is, _ := newer.left(now)
+	if was.Pace > 0 && (is.Pace <= 0 || was.Pace < is.Pace) {
+		m.pace, m.cutAt = n.pace, n.cutAt
+	}
+	return m
+}
+
 // note keeps sd, told for key under p while Redis did not answer, to tell
 // Redis once it answers.
 func (s *Store) note(key string, p throttle.Policy, sd throttle.Slowdown) {
@@ -299,14 +312,23 @@ func (s *Store) retell(ctx context.Context) error {
 			if err := s.slow(ctx, key, n.p, sd); err != nil && !callOnly(err) {
 				s.mu.Lock()
 				defer s.mu.Unlock()
+				// The timer may have found no notes while this call held
+				// them, and not been armed again: they must not wait for
+				// a call that may never come (see retellSoon).
+				s.retellSoon()
 				if s.told == nil {
 					s.told = notes
 					return err
 				}
-				for k, n := range notes { // newer notes of a key, told meanwhile, stand
-					if _, ok := s.told[k]; !ok {
-						s.told[k] = n
+				now := time.Now()
+				for k, n := range notes {
+					if newer, ok := s.told[k]; ok {
+						// A note of the key told meanwhile starts afresh:
+						// what each holds stands, the longer pause and
+						// the slower pace, under the newer policy.
+						n = n.merge(newer, now)
 					}
+					s.told[k] = n
 				}
 				return err
 			}
@@ -314,6 +336,45 @@ func (s *Store) retell(ctx context.Context) error {
 		delete(notes, key)
 	}
 	return nil
+}
+
+// retellKey tells Redis what remains of the note of key, if any, before a
+// call about key: that call's booking must find the pause. The notes of
+// the other keys are the timer's, in the background (see retellSoon): told
+// here, one round trip each, they held the call that found Redis back
+// for as many round trips as keys were paused during the outage (found in
+// review: 200 of them, Redis 5 ms away, a Reserve with a deadline of 300
+// ms failed at it with the context's error, nothing booked). It returns
+// Redis's error, keeping the note for a later call.
+func (s *Store) retellKey(ctx context.Context, key string) error {
+	s.mu.Lock()
+	n, ok := s.told[key]
+	if ok {
+		delete(s.told, key)
+	}
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	sd, live := n.left(time.Now())
+	if !live {
+		return nil
+	}
+	err := s.slow(ctx, key, n.p, sd)
+	if err == nil || callOnly(err) {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.told == nil {
+		s.told = map[string]toldNote{}
+	}
+	if newer, ok := s.told[key]; ok {
+		n = n.merge(newer, time.Now())
+	}
+	s.told[key] = n
+	s.retellSoon()
+	return err
 }
 
 // retellSoon arms a timer, unless one is armed, to tell Redis the notes

@@ -91,7 +91,7 @@ func (s *Store) Reserve(ctx context.Context, key string, p throttle.Policy, n in
 		call, cancel = context.WithTimeout(ctx, bound)
 	}
 	defer cancel()
-	err := s.retell(call)
+	err := s.retellKey(call, key)
 	var res throttle.Reservation
 	if err == nil {
 		res, err = s.reserve(call, key, p, n, maxWait)
@@ -157,7 +157,7 @@ func (s *Store) Slow(ctx context.Context, key string, p throttle.Policy, sd thro
 	if !ask {
 		return s.slowAlone(ctx, key, p, sd, down)
 	}
-	err := s.retell(ctx)
+	err := s.retellKey(ctx, key)
 	if err == nil {
 		err = s.slow(ctx, key, p, sd)
 	}
