@@ -31,11 +31,11 @@ func (farBookingStore) Slow(context.Context, string, throttle.Policy, throttle.S
 }
 
 // A request that joined the line behind a head whose departure the Store
-// then booked a minute out cannot go before that minute: its wait is
-// known to end after its 5 s deadline once the booking is known, and it
-// must fail then with ErrWouldExceedDeadline (README, Deadlines), as one
-// arriving a moment later does, not wait out its deadline and fail with
-// the context's error.
+// then booked a minute out cannot go before that minute: once the booking
+// is known, its wait ends after its 5 s deadline, and it fails then with
+// ErrWouldExceedDeadline (README, Deadlines), as one arriving a moment
+// later does (regression, found in review: it waited out its deadline and
+// failed with the context's error).
 func TestAWaiterBehindAHeadTheStoreBooksLateFailsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
@@ -63,12 +63,12 @@ func TestAWaiterBehindAHeadTheStoreBooksLateFailsAtOnce(t *testing.T) {
 }
 
 // A Transport that learns from the Store another's pause, too long to wait
-// out, through a request of Cost(9), pauses its key until that request's
-// departure, 8 turns (100 s at the pace A's 429 cut) past the pause's end:
-// the Store now says the pause holds a departure of n units through those n-1
-// turns (commit 2a0ecd6). A request of cost 1 after it, which the Store
-// lets go at 620 s, is held until 700 s, or, its deadline at 650 s, fails
-// at once with ErrWouldExceedDeadline.
+// out, through a request of Cost(9), pauses its key to the pause's end,
+// not to that request's departure (regression, found in review: 8 turns,
+// 100 s at the pace A's 429 cut, past the pause's end, since the Store
+// says the pause holds a departure of n units through those n-1 turns;
+// a request of cost 1 after it, which the Store lets go at 620 s, was held
+// until 700 s, or, its deadline at 650 s, failed at once).
 func TestACostlyRequestRefusedForAnotherProcesssPauseDoesNotPauseTheKeyPastIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := throttle.NewMemoryStore()

@@ -55,13 +55,11 @@ func (c *flakyRedis) Eval(ctx context.Context, _ string, _ []string, args ...any
 }
 
 // A pause told while Redis is away is retold once it answers, by a timer
-// about each second, "so that they reach it even if no call of this Store
-// asks it" (see retellSoon). When the timer fires while a Reserve, the
-// trial, is retelling the notes (they are out of s.told), it finds none and
-// is not armed again; that Reserve's retell then fails, and puts the notes
-// back with no timer to tell them: once Redis answers, the hour's pause is
-// never told to the other processes, though this Store is idle and Redis
-// answers for minutes.
+// about each second, even if no call of this Store asks it: so too a note
+// that a failed retell puts back (regression, found in review: the timer
+// fired while a Reserve, the trial, held the notes, found none and was not
+// armed again; the Reserve's retell failed and put them back with no timer
+// to tell them, and the hour's pause never reached the other processes).
 func TestANoteRestoredByAFailedRetellIsStillRetold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := &flakyRedis{}
@@ -102,11 +100,11 @@ func TestANoteRestoredByAFailedRetellIsStillRetold(t *testing.T) {
 	})
 }
 
-// A note whose retell failed is put back; a note of the same key made
-// meanwhile (a second 429, asking for 2 s, met while the retell hung)
-// "stands" in its place, and the hour's pause the first asked for is
-// dropped: once Redis answers, it is told a pause of 2 s, and the other
-// processes send into the hour.
+// A note whose retell failed is put back, merged with a note of the same
+// key made meanwhile (a second 429, asking for 2 s, met while the retell
+// hung): the hour's pause the first asked for stands (regression, found in
+// review: the newer note replaced it, Redis was told a pause of 2 s, and
+// the other processes sent into the hour).
 func TestANoteMadeDuringAFailedRetellKeepsTheLongerPause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := &flakyRedis{}
@@ -140,12 +138,11 @@ func TestANoteMadeDuringAFailedRetellKeepsTheLongerPause(t *testing.T) {
 	})
 }
 
-// Once Redis answers again, every call of the Store first retells, one
-// round trip each, every slowdown noted during the outage, before its own
-// booking: a job whose keys are API tokens, 200 of them paused during an
-// outage, and a Redis 5 ms away, held the first Reserve after it a whole
-// second: one with a deadline of 300 ms failed at it with the context's
-// error, nothing booked, though Redis answered every call in 5 ms.
+// Once Redis answers again, a call of the Store retells its own key's
+// note only; the others are the timer's (regression, found in review:
+// every call retold every note first, one round trip each: 200 keys paused
+// during an outage, Redis 5 ms away, and a Reserve with a deadline of 300
+// ms failed at it with the context's error, nothing booked).
 func TestAReserveAfterAnOutageIsNotHeldByEveryNotesRetell(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := &flakyRedis{}
