@@ -21,7 +21,8 @@ import (
 // the URL as http.Client does: its password replaced by "***", the user
 // name kept. A user name that is the API's secret key (Stripe's, sent as
 // curl -u sk_live_...: does, "https://sk_live_...:@api.stripe.com/...")
-// shows in Event.Err and in its log line.
+// shows neither in Event.Err nor in its log line (regression, found in
+// review: it showed whole).
 func TestEventsHideTheUserOfAnHTTPClientsURLError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const token = "sk_live_9f8e7d6c5b4a3210"
@@ -65,8 +66,9 @@ func TestEventsHideTheUserOfAnHTTPClientsURLError(t *testing.T) {
 // A request whose path is set verbatim through URL.Opaque, as net/url
 // documents for a path net/url would escape otherwise ("/v1/items%2F7":
 // net/http sends Opaque as the request-target, to URL.Host), is shown by
-// its events without its host: "https:/v1/items%2F7". Event.URL promises
-// scheme, host and path; otelthrottle reads server.address from it.
+// its events with its host, as Event.URL promises scheme, host and path,
+// and otelthrottle reads server.address from it (regression, found in
+// review: "https:/v1/items%2F7").
 func TestEventsOfAnOpaquePathNameTheHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var got []string
