@@ -95,14 +95,27 @@ func (t *Transport) book(ctx context.Context, ks *keyState, w *waiter, deadline 
 		end := res.Wait
 		if w.cost > 1 {
 			ks.mu.Unlock()
-			one, err := t.reserve(ctx, ks, w, 1, p, 0, margin)
+			// (A wait below 0 is never granted, so nothing is booked:
+			// with 0, a unit free at once was booked and never used.
+			// A microsecond, the least redisstore's scripts count.)
+			one, err := t.reserve(ctx, ks, w, 1, p, -time.Microsecond, margin)
 			now = time.Now()
 			ks.mu.Lock()
-			if err == nil && one.Paused && !one.OK && one.Wait < end {
+			switch {
+			case t.closed.Load():
+				return fail(holder{}, time.Time{}, ErrClosed) // (Close ended the call, or came during it)
+			case err == nil && !one.Paused:
+				// The pause ended while it asked (a Store a round trip
+				// away): none holds the key now, the others' turns are
+				// the Store's to tell.
+				end = 0
+			case err == nil && one.Wait < end:
 				end, until = one.Wait, now.Add(one.Wait)
 			}
 		}
-		ks.pause(hint{}, end, now)
+		if end > 0 {
+			ks.pause(hint{}, end, now)
+		}
 		return fail(held, until, ErrPaused)
 	case hasDeadline && until.After(deadline):
 		// Booked or not: a departure after the deadline fails at once,

@@ -64,7 +64,8 @@ type Store interface {
 	// a Store takes less as 1), at once or later, and says how long from
 	// now it is. When the departure would come more than maxWait from now,
 	// nothing is booked: Reservation.OK is false and Wait says when it
-	// would have been. A departure booked is spent even if the request
+	// would have been (so a maxWait below 0 asks only: a Transport asks
+	// so for the end of a pause). A departure booked is spent even if the request
 	// then does not go. An error means the Store could not decide: it
 	// wraps [ErrStoreUnavailable] when the Store is out of reach, or is the
 	// context's error.

@@ -82,6 +82,7 @@ var Tests = []Test{
 	{"WaitSaturates", testWaitSaturates},
 	{"Pause", testPause},
 	{"PauseCost", testPauseCost},
+	{"AskOnly", testAskOnly},
 	{"PaceCut", testPaceCut},
 	{"KeysApart", testKeysApart},
 	{"Concurrent", testConcurrent},
@@ -343,6 +344,27 @@ func testPauseCost(t *testing.T, s throttle.Store, c Clock) {
 		if r.OK || !r.Paused || r.Wait < want-c.Slack || r.Wait > want+c.Slack {
 			t.Fatalf("Reserve of %d units in a %v pause, maxWait %v: %+v, want not booked, paused, wait %v", n, c.ms(2000), c.ms(1000), r, want)
 		}
+	}
+}
+
+// testAskOnly: a maxWait below 0 books nothing, even a departure free at
+// once: a Transport asks so when the wait alone is news (the end of a pause
+// that refuses a costly request; see Reservation.Paused).
+func testAskOnly(t *testing.T, s throttle.Store, c Clock) {
+	p := throttle.Policy{Rate: c.rate(10), Burst: 2}
+	r, err := s.Reserve(context.Background(), "ask only", p, 1, -time.Microsecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OK || r.Wait != 0 {
+		t.Fatalf("Reserve with maxWait -1us: %+v, want not booked, wait 0", r)
+	}
+	r, err = s.Reserve(context.Background(), "ask only", p, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK || r.Wait > c.Slack {
+		t.Fatalf("Reserve of the whole Burst after it: %+v, want booked at once: nothing was booked before", r)
 	}
 }
 
