@@ -2,43 +2,13 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/throttlehttp/throttle"
 )
-
-// gone is a client of a Redis that refuses connections, until up is set;
-// then it answers every reserve.lua as a free bucket would.
-type gone struct {
-	redis.UniversalClient
-	up atomic.Bool
-}
-
-func (g *gone) AddHook(redis.Hook) {}
-
-func (g *gone) answer(ctx context.Context) *redis.Cmd {
-	cmd := redis.NewCmd(ctx)
-	if !g.up.Load() {
-		cmd.SetErr(errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"))
-		return cmd
-	}
-	cmd.SetVal([]any{int64(1), int64(0), int64(0)})
-	return cmd
-}
-
-func (g *gone) EvalSha(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
-	return g.answer(ctx)
-}
-
-func (g *gone) Eval(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
-	return g.answer(ctx)
-}
 
 // During a Redis outage, a FailOpen Store notes the keys it books alone;
 // it forgets those idle a minute, and all of them once Redis is back
@@ -47,7 +17,7 @@ func (g *gone) Eval(ctx context.Context, _ string, _ []string, _ ...any) *redis.
 // outage in memory, however idle, until the next outage).
 func TestKeysBookedAloneAreForgottenIdleOrOnceRedisIsBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := &gone{}
+		c := &flakyRedis{} // refuses until mode 2
 		s := New(c)
 		ctx := context.Background()
 		p := throttle.Policy{Rate: 10, Burst: 2}
@@ -63,7 +33,7 @@ func TestKeysBookedAloneAreForgottenIdleOrOnceRedisIsBack(t *testing.T) {
 		during := len(s.alone)
 		s.mu.Unlock()
 
-		c.up.Store(true)
+		c.mode.Store(2)
 		time.Sleep(time.Minute)
 		for range 10 {
 			if r, err := s.Reserve(ctx, "back", p, 1, time.Minute); err != nil || r.Fallback != nil {
