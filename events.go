@@ -199,7 +199,10 @@ func (r *request) url() string {
 // another error naming them, by a redactedError with its message so cut,
 // which unwraps to it and is a timeout when it is.
 func (r *request) shownErr(err error) error {
-	secret := func(u *url.URL) bool { return u != nil && (u.User != nil || u.RawQuery != "" || u.Fragment != "") }
+	secret := func(u *url.URL) bool {
+		// (An Opaque set verbatim may hold them too: "//user@host/p?sig=…".)
+		return u != nil && (u.User != nil || u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(u.Opaque, "@?#"))
+	}
 	sent := r.sentURL
 	if sent == r.req.URL || !secret(sent) {
 		sent = nil
@@ -292,12 +295,29 @@ func shownURL(u *url.URL, last string) string {
 		}
 		return u.Scheme + "://" + u.Host + p
 	}
-	if u.Host != "" && strings.HasPrefix(u.Opaque, "/") && !strings.HasPrefix(u.Opaque, "//") {
-		// A path set verbatim ("/v1/items%2F7", as net/url documents):
-		// net/http sends it to Host, which URL.String leaves out
-		// ("https:/v1/items%2F7").
-		p, _, _ := strings.Cut(u.Opaque, "?")
-		v := url.URL{Scheme: u.Scheme, Host: u.Host}
+	if strings.HasPrefix(u.Opaque, "/") && (u.Host != "" || strings.HasPrefix(u.Opaque, "//")) {
+		// A path set verbatim ("/v1/items%2F7", or "//host/path" as
+		// net/url documents): net/http sends it to Host, which
+		// URL.String leaves out of the first ("https:/v1/items%2F7")
+		// and writes the second whole, the user info and query in its
+		// authority and path with it (found in review: a pre-signed
+		// URL's signature, a token as user info, showed; otelthrottle
+		// made server.address "token@host" of it).
+		host, p := u.Host, u.Opaque
+		if rest, ok := strings.CutPrefix(p, "//"); ok {
+			auth := rest
+			p = ""
+			if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+				auth, p = rest[:i], rest[i:]
+			}
+			if host == "" {
+				host = auth[strings.LastIndexByte(auth, '@')+1:]
+			}
+		}
+		if i := strings.IndexAny(p, "?#"); i >= 0 {
+			p = p[:i]
+		}
+		v := url.URL{Scheme: u.Scheme, Host: host}
 		return v.String() + p
 	}
 	v := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath, Opaque: u.Opaque}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -86,5 +87,40 @@ func TestEventsOfAnOpaquePathNameTheHost(t *testing.T) {
 		require.Equal(t, "api.test /v1/items%2F7", sentTo)
 		require.NotEmpty(t, got)
 		assert.Equal(t, "https://api.test/v1/items%2F7", got[0])
+	})
+}
+
+// A URL sent verbatim through URL.Opaque in the "//host/path" form net/url
+// documents, here a pre-signed URL whose query is its credential (as S3's
+// X-Amz-Signature), is shown by the events without its query or user
+// info, as Event.URL promises ("without user info, query or fragment"):
+// neither Event.URL nor Event.Err (a base built on http.Client names the
+// URL in a *url.Error) holds the signature.
+func TestEventsOfAnOpaqueAuthorityHoldNoCredential(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const sig = "X-Amz-Signature=5f1c0ffee"
+		var urls, errs []string
+		rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+			return nil, &url.Error{Op: "Put", URL: r.URL.String(), Err: errors.New("connection reset by peer")}
+		}), throttle.WithEvents(func(e throttle.Event) {
+			urls = append(urls, e.URL)
+			if e.Err != nil {
+				errs = append(errs, e.Err.Error())
+			}
+		}), throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
+		defer rt.Close()
+		req := newReq(t, context.Background(), http.MethodPut, "https://api.test/")
+		req.URL.Opaque = "//ak:sk@api.test/bucket/a%2Fb?" + sig
+		_, err := rt.RoundTrip(req)
+		require.Error(t, err)
+		require.NotEmpty(t, urls)
+		require.NotEmpty(t, errs)
+		for _, u := range urls {
+			assert.Equal(t, "https://api.test/bucket/a%2Fb", u, "Event.URL")
+		}
+		for _, e := range errs {
+			assert.NotContains(t, e, sig, "Event.Err")
+			assert.NotContains(t, e, "ak:sk", "Event.Err")
+		}
 	})
 }

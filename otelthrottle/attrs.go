@@ -246,13 +246,17 @@ func origin(u string) string {
 	return u
 }
 
-// server is the host of origin, lower-cased and without brackets, and its
-// port: the one given, else the scheme's default; 0 if unknown.
+// server is the host of origin, lower-cased and without brackets or user
+// info, and its port: the one given, else the scheme's default; 0 if
+// unknown.
 func server(origin string) (string, int) {
 	scheme, hostport, ok := strings.Cut(origin, "://")
 	if !ok {
 		scheme, hostport = "", origin
 	}
+	// Never user info, which may be a token ("sk_live_…@host"): the
+	// events show none, and this holds should one slip through.
+	hostport = hostport[strings.LastIndexByte(hostport, '@')+1:]
 	host, p, err := net.SplitHostPort(hostport)
 	if err != nil {
 		host, p = strings.Trim(hostport, "[]"), ""

@@ -258,3 +258,43 @@ func TestErrorTypeOfAnErrorNamingTheURL(t *testing.T) {
 		})
 	}
 }
+
+// A request sent verbatim in the form net/url documents for URL.Opaque,
+// "//host/path", whose authority carries the API's token as user info
+// ("https://sk_live_…@api.test/…", as Stripe-style APIs take it): no
+// attribute of any instrument holds the token, and server.address is the
+// host the request goes to (URL.Host), not "token@host". Nor does the URL
+// the events show, which the user's own events function (a logger) gets.
+func TestOpaqueUserInfoIsInNoAttribute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const token = "sk_live_51Hsecret"
+		m, reader := newMetrics(t)
+		var shown []string
+		rt := throttle.New(rtFunc(func(req *http.Request) (*http.Response, error) {
+			return reply(req, http.StatusTooManyRequests, "Retry-After", "3"), nil
+		}), throttle.WithEvents(m.Events(func(e throttle.Event) { shown = append(shown, e.URL) })),
+			throttle.WithRetry(throttle.Retry{MaxAttempts: 2}))
+		defer rt.Close()
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "https://api.test/", nil)
+		require.NoError(t, err)
+		req.URL.Opaque = "//" + token + "@api.test/v1/items%2F7"
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+
+		got := collect(t, reader)
+		require.NotEmpty(t, got["throttle.attempts"])
+		for name, points := range got {
+			for attrs := range points {
+				assert.NotContains(t, strings.ToLower(attrs), strings.ToLower(token), name) // server.address is lower-cased
+				if strings.Contains(attrs, "server.address=") {
+					assert.Contains(t, attrs, "server.address=api.test,", name)
+				}
+			}
+		}
+		require.NotEmpty(t, shown)
+		for _, u := range shown {
+			assert.NotContains(t, u, token, "Event.URL")
+		}
+	})
+}

@@ -85,12 +85,16 @@ func refusal(err error) string {
 		return "max_elapsed"
 	case errors.Is(err, throttle.ErrCostTooLarge):
 		return "cost_too_large"
+	case errors.Is(err, throttle.ErrStoreUnavailable):
+		// Before the context's: a Store's own call that timed out says
+		// so with its context's error, wrapped (found in review: such a
+		// refusal was "deadline_exceeded", the request's context live,
+		// where Stats counts it RefusedStore).
+		return "store_unavailable"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "deadline_exceeded"
 	case errors.Is(err, context.Canceled):
 		return "canceled"
-	case errors.Is(err, throttle.ErrStoreUnavailable):
-		return "store_unavailable"
 	}
 	return "_OTHER" // another error of the Store, as semconv names what is not listed
 }

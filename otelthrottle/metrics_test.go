@@ -250,3 +250,36 @@ func TestObserveUntilStopped(t *testing.T) {
 		<-done
 	})
 }
+
+// downStore is a Store out of reach: its own call's timeout passed, and it
+// says so with the context's error of that call, wrapped in
+// ErrStoreUnavailable as Store's contract asks ("store unavailable:
+// context deadline exceeded"), while the request's context is live.
+type downStore struct{}
+
+func (downStore) Reserve(context.Context, string, throttle.Policy, int, time.Duration) (throttle.Reservation, error) {
+	return throttle.Reservation{}, fmt.Errorf("%w: no answer within 200ms: %w", throttle.ErrStoreUnavailable, context.DeadlineExceeded)
+}
+
+func (downStore) Slow(context.Context, string, throttle.Policy, throttle.Slowdown) error { return nil }
+
+// A request refused because the Store is out of reach is a refusal for the
+// Store, throttle.refusal.reason "store_unavailable", as Stats counts it
+// (RefusedStore), not "deadline_exceeded", which the documentation keeps
+// for a request whose context ended while it waited: its context is live.
+func TestAStoreOutOfReachIsNoDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, reader := newMetrics(t)
+		rt := throttle.New(rtFunc(ok), throttle.WithEvents(m.Events(nil)), throttle.WithStore(downStore{}),
+			throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 5}))
+		defer rt.Close()
+		_, err := get(context.Background(), t, rt, http.MethodGet, "https://api.test/x")
+		require.ErrorIs(t, err, throttle.ErrStoreUnavailable)
+		require.Equal(t, int64(1), rt.Stats().Total.RefusedStore, "Stats: a refusal for the Store")
+		got := collect(t, reader)["throttle.refusals"]
+		require.Len(t, got, 1)
+		for attrs := range got {
+			assert.Contains(t, attrs, "throttle.refusal.reason=store_unavailable")
+		}
+	})
+}
