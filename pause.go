@@ -402,7 +402,8 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 	} else if unexpl && whole {
 		pause = ks.peekPast(tk.probe, pause)
 	} else if ks.mirror() != nil && whole {
-		pause = ks.mirrorOf(&h.quota).logPause(at, pause)
+		m := ks.mirrorOf(&h.quota)
+		pause = m.logPause(at, pause) + m.shifted()
 	} else if ks.lim != nil && whole {
 		pause = ks.quietPeek(tk.probe, at, pause)
 	}

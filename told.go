@@ -205,6 +205,7 @@ const (
 	minDepth    = 4                // a quota that holds fewer cannot show a reset apart from a refill
 	maxCounting = 10 * time.Second // and a window of at most this long, counted exactly
 	othersShown = 16               // Remaining fell by this many more than ours: others spend the quota (see shown)
+	starvedFor  = 3                // windows a key is refused in, in a row, before its pause is shifted (see shifted)
 	shareMemory = 8                // others seen are remembered this many windows' length for the quota's last one (see holdsLast)
 	reserveFor  = time.Second / 4  // a bucket's tokens held back are at most what it refills in this long
 	regrowAfter = 5 * time.Second  // a bucket unrefused this long, full at both ends of a span, is probed quickly again
@@ -296,6 +297,8 @@ type told struct {
 	shareRem   int             // Remaining in the answer to the latest admission read
 	shareAdm   uint64          // that admission
 	cutShort   time.Duration   // when a refusal's pause last ended where the log gives back (see logPause); 0: never
+	starved    int             // windows in a row in which ours were refused and none accepted (see shifted)
+	starvedAt  time.Duration   // the latest refusal counted in starved
 
 	// Answers accepted without a reading (see toldbare.go).
 	bare      int           // units of ours so answered since left was set, sent after its reading's answer came, and taken from it
@@ -356,6 +359,11 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 		// through at an eighth of the way and were refused after: 2.33x
 		// the ideal where 2.05x was).
 		m.tryShift = 0
+	}
+	if accepted {
+		m.starved = 0
+	} else if blamed && (m.starved == 0 || now-m.starvedAt >= m.length()/2) {
+		m.starved, m.starvedAt = m.starved+1, now // see shifted
 	}
 	if accepted {
 		m.acc += int64(n)
@@ -1112,6 +1120,36 @@ func (m *told) holdsLast(now time.Duration, need float64) bool {
 		return false
 	}
 	return float64(m.sentBetween(now-p, now))+need >= float64(m.limit)
+}
+
+// shifted is how much longer than its stated wait a refusal pauses the
+// key: half a window's length, then a quarter, for a short window told in
+// whole seconds that others spend too, when the key has been refused in
+// starvedFor windows in a row, then one more, with none of its requests
+// accepted.
+//
+// A whole-second Retry-After wakes the key at the same point of every
+// window, and where the others spend the window before that point, it is
+// refused there for good: a retried request gave up after 8 attempts, all
+// refused at the same point of 8 windows (regression: two transports of 8
+// workers on a window of 5 a second told by X-RateLimit-*, the one
+// refused at x.93 of each second, the other spending each window from
+// x.13 to x.50; 3 jobs of 2,400 lost a request, now 2 of 12,800). The
+// others see nothing of the key while it is refused (see holdsLast), and
+// a Retry-After is never cut short: only a later point can find the
+// window's start. Two tries only, far apart: shifted again and again, the
+// tries of a key starved on a sliding log, which has no start to find
+// (and a kind not yet known may be one), spread past the others' memory
+// of it, and requests given up there went from 5 jobs of 3,200 to 14; two
+// tries took them to 7 of 9,600. A key alone is refused window after
+// window only by a quota spent for longer than its stated resets, which
+// this costs under a window's length, twice.
+func (m *told) shifted() time.Duration {
+	if m.starved < starvedFor || m.starved > starvedFor+1 || !m.coarse || m.othersSeen == 0 ||
+		m.kind != kindWindow && m.kind != kindUnknown || m.longest <= 0 || m.longest > coarseWait {
+		return 0
+	}
+	return m.longest >> (m.starved - starvedFor + 1)
 }
 
 // othersNow is how many of others' requests a log holds at now, as far as

@@ -2072,3 +2072,59 @@ func TestHugeQuotaFiguresDoNotSpinAWait(t *testing.T) {
 		t.Fatal("a request's wait spins: 10 s of real time did not see 12 requests through")
 	}
 }
+
+// A key that others starve on a short window told in whole seconds is
+// tried at another point of the window once it has been refused in three
+// windows in a row: its whole-second Retry-After woke it at the same
+// point of every window, after another client had spent each (here from
+// x.15 to x.55 of each second), and its request gave up after 8 attempts
+// (regression: the two transports of
+// TestTwoTransportsOnASmallQuotaNeitherStarves, about one run in a
+// hundred of 8 jobs on the window of 5 a second).
+func TestAKeyStarvedAtOnePointOfAWindowTriesAnother(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: 5, Per: time.Second}},
+			XRateLimit: true, HeadersOnSuccess: true})
+		ctx, cancel := context.WithCancel(t.Context())
+		var other sync.WaitGroup
+		other.Go(func() { // another client, spending each window from x.15 on
+			for w := time.Duration(0); ; w += time.Second {
+				for i := range time.Duration(5) {
+					time.Sleep(time.Until(start.Add(w + 150*time.Millisecond + i*100*time.Millisecond)))
+					if ctx.Err() != nil {
+						return
+					}
+					req := newReq(t, ctx, http.MethodGet, "http://api.test/other")
+					req.Header.Set("X-API-Key", "k")
+					if resp, err := api.RoundTrip(req); err == nil {
+						resp.Body.Close()
+					}
+				}
+			}
+		})
+		var attempts int
+		rt := throttle.New(api, throttle.WithEvents(func(e throttle.Event) {
+			if e.Kind == throttle.EventAnswered {
+				attempts++
+			}
+		}))
+		defer rt.Close()
+		var status []int
+		for _, at := range []time.Duration{50 * time.Millisecond, 600 * time.Millisecond} {
+			time.Sleep(time.Until(start.Add(at)))
+			req := newReq(t, ctx, http.MethodGet, "http://api.test/ours")
+			req.Header.Set("X-API-Key", "k")
+			resp, err := rt.RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			status = append(status, resp.StatusCode)
+		}
+		took := time.Since(start)
+		cancel()
+		other.Wait()
+		t.Logf("%d attempts, done at %v", attempts, took)
+		assert.Equal(t, []int{http.StatusOK, http.StatusOK}, status, "the second request, refused at x.60 of each second, where the other client has spent it, still goes through")
+		assert.Less(t, took, 4500*time.Millisecond, "refused in three windows, then tried half a window later (4.1 s)")
+	})
+}
