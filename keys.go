@@ -74,10 +74,11 @@ type trouble struct {
 // rare is what a key rarely needs: an alias, the mirror of quota headers,
 // a pace learned from 429s.
 type rare struct {
-	alias string  // shown instead of key when key holds a credential (see shownKey)
-	told  told    // the server's count, from its quota headers (told.go), if told.on
-	more  []told  // the counts of the further IETF policies its answers list (toldpolicies.go)
-	learn learner // a pace learned from 429s alone (learn.go)
+	alias  string        // shown instead of key when key holds a credential (see shownKey)
+	told   told          // the server's count, from its quota headers (told.go), if told.on
+	more   []told        // the counts of the further IETF policies its answers list (toldpolicies.go)
+	readAt time.Duration // when the key's last answer with quota headers was read (see mirrorFor)
+	learn  learner       // a pace learned from 429s alone (learn.go)
 	// refusalsTold: the server's refusals of this key carried its quota
 	// headers: one without them came from elsewhere (see unexplained)
 	refusalsTold bool

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -189,4 +190,134 @@ func TestOneResourcesReadingDoesNotFreeAnothersSpentQuota(t *testing.T) {
 		t.Logf("sent %v, refused %v", g.sent, g.refused)
 		assert.Zero(t, g.refused["core"], "core had 5 left: %d sent to it", g.sent["core"])
 	})
+}
+
+// gitHubMany is GitHub's REST API behind one host with five resources,
+// each 5,000 an hour, told by X-RateLimit-* with X-RateLimit-Resource,
+// refusing with 403 and Remaining 0 (its primary rate limit).
+type gitHubMany struct {
+	mu      sync.Mutex
+	left    map[string]int
+	reset   time.Time
+	refused map[string]int
+	sent    map[string]int
+}
+
+func gitHubResourceOf(path string) string {
+	switch {
+	case path == "/graphql":
+		return "graphql"
+	case strings.HasPrefix(path, "/search/code"):
+		return "code_search"
+	case strings.HasPrefix(path, "/search/"):
+		return "search"
+	case strings.HasSuffix(path, "/dependency-graph/snapshots"):
+		return "dependency_snapshots"
+	}
+	return "core"
+}
+
+func (g *gitHubMany) RoundTrip(r *http.Request) (*http.Response, error) {
+	time.Sleep(20 * time.Millisecond)
+	res := gitHubResourceOf(r.URL.Path)
+	g.mu.Lock()
+	g.sent[res]++
+	status := http.StatusOK
+	if g.left[res] == 0 {
+		status = http.StatusForbidden
+		g.refused[res]++
+	} else {
+		g.left[res]--
+	}
+	kv := []string{"X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", strconv.Itoa(g.left[res]),
+		"X-RateLimit-Used", strconv.Itoa(5000 - g.left[res]), "X-RateLimit-Reset", strconv.FormatInt(g.reset.Unix(), 10),
+		"X-RateLimit-Resource", res}
+	g.mu.Unlock()
+	time.Sleep(20 * time.Millisecond)
+	return reply(r, status, kv...), nil
+}
+
+// A client of GitHub that uses five of its resources through one key
+// (core, graphql, search, code_search, dependency_snapshots): core has 5
+// left for 30 minutes. The fifth resource's readings must not be taken
+// for core's: the README says each resource's count is mirrored apart.
+func TestAFifthResourcesReadingDoesNotFreeCore(t *testing.T) {
+	for _, four := range []bool{true, false} {
+		t.Run(map[bool]string{true: "four", false: "five"}[four], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g := &gitHubMany{left: map[string]int{"core": 8, "graphql": 4000, "search": 4000, "code_search": 4000,
+					"dependency_snapshots": 4000}, reset: time.Now().Add(30 * time.Minute),
+					refused: map[string]int{}, sent: map[string]int{}}
+				rt := throttle.New(g, throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
+				defer rt.Close()
+				get := func(path string) {
+					ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+					defer cancel()
+					resp, err := rt.RoundTrip(newReq(t, ctx, http.MethodGet, "http://api.github.test"+path))
+					if err == nil {
+						resp.Body.Close()
+					}
+				}
+				// One of each: core first (5 left after its three), then the others.
+				for range 3 {
+					get("/repos/o/r/issues")
+				}
+				get("/graphql")
+				get("/search/issues?q=x")
+				if !four {
+					get("/search/code?q=x")
+				}
+				for i := range 40 { // core and dependency_snapshots by turns, one at a time
+					path := "/repos/o/r/issues/" + strconv.Itoa(i)
+					if i%2 == 1 {
+						path = "/repos/o/r/dependency-graph/snapshots"
+					}
+					get(path)
+				}
+				g.mu.Lock()
+				defer g.mu.Unlock()
+				t.Logf("sent %v, refused %v", g.sent, g.refused)
+				assert.Zero(t, g.refused["core"], "core had 5 left: %d sent to it", g.sent["core"])
+			})
+		})
+	}
+}
+
+// A plan upgraded, told by IETF fields whose policy is named after the
+// plan: "basic", 10 a second, then "pro", 100 a second, 1 ms away. The
+// "basic" policy is no longer listed on any answer: its mirror must not
+// hold the key to 10 a second for good (an unnamed Limit no longer stated
+// holds nothing once unread for two of its windows: see
+// TestARaisedLimitIsFollowed).
+func TestAPolicyNoLongerListedIsNotObeyedForGood(t *testing.T) {
+	for _, alg := range []throttletest.Algorithm{throttletest.SlidingLog, throttletest.TokenBucket} {
+		t.Run(alg.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				limit := func(name string, n int) throttletest.Limit {
+					if alg == throttletest.TokenBucket {
+						return throttletest.Limit{Algorithm: alg, Rate: float64(n), Burst: n / 2, Name: name}
+					}
+					return throttletest.Limit{Algorithm: alg, N: n, Per: time.Second, Name: name}
+				}
+				api := func(l throttletest.Limit) *throttletest.API {
+					return throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{l},
+						IETF: true, HeadersOnSuccess: true, Latency: time.Millisecond})
+				}
+				before, after := api(limit("basic", 10)), api(limit("pro", 100))
+				start := time.Now()
+				rt := throttle.New(rtFunc(func(r *http.Request) (*http.Response, error) {
+					if time.Since(start) < 10*time.Second {
+						return before.RoundTrip(r)
+					}
+					return after.RoundTrip(r)
+				}))
+				defer rt.Close()
+				job(t, rt, 50)
+				time.Sleep(time.Until(start.Add(10 * time.Second)))
+				took := job(t, rt, 2000) // 100 a second: 20 s
+				t.Logf("took %v, refused %d then %d", took, before.Stats().Total.Throttled, after.Stats().Total.Throttled)
+				assert.Less(t, took, 30*time.Second, "1.5x the ideal at most")
+			})
+		})
+	}
 }

@@ -37,7 +37,11 @@ import (
 // hour's; Kong, Envoy, IBM's) and has one set of fields describes the one
 // nearest to running out, which changes from answer to answer. Each Limit
 // so read has a mirror of its own, as a named policy would (the first
-// maxPolicies; readings of more go to the first mirror, as before): one
+// maxPolicies, a dropped one's place taken again; readings of more Limits
+// go to the first mirror, as before, and of more named policies or
+// resources to none: a fifth GitHub resource's 3,999, read as core's, took
+// core's count for back early, and a sixth request went to core where
+// five remained, found in review): one
 // mirror, fed a second's limit with one answer and an hour's with the next,
 // took the hour's reset for the length of a log of the second's limit, and
 // at the hour's reset held the key for 58 minutes after its first 10
@@ -46,10 +50,14 @@ import (
 // a plan upgraded, from 2 a second to 20) is read no more: it held the key
 // to its last reading, 2 on their way at most, and its count of ours, kept
 // from the answers it read, sent nothing for a window's length at a time
-// (6m39s for what took 22.5 s). So a mirror not read for staleAfter of its
-// window's length, while another is read, holds nothing until it is read
-// again, and then begins anew: the fields describe the limit nearest to
-// running out, so one that binds is read.
+// (6m39s for what took 22.5 s). So is a named policy or a resource no
+// longer listed (a policy named after a plan, "basic" at 10 a second that
+// became "pro" at 100: its mirror, a log or a bucket the key's own
+// requests kept spending, held the key to 10 a second for good, 10x the
+// ideal; found in review). So a mirror not read for staleAfter of its
+// window's length, while other answers are read, holds nothing until it
+// is read again, and then begins anew: the fields describe the limit
+// nearest to running out, so one that binds is read.
 
 // mirrors yields the key's mirrors of the server's count: the first, if
 // the key has one, then one for each further policy its answers list.
@@ -110,16 +118,21 @@ func (m *told) is(name string, lim int) bool {
 	return m.policy == name && m.limitOf == lim
 }
 
-// staleAfter is how many of its window's lengths a mirror of a Limit read
-// without a name may go unread, while another is read, before it holds
-// nothing (see above).
+// staleAfter is how many of its window's lengths a mirror may go unread,
+// while other answers are read, before it holds nothing (see above).
 const staleAfter = 2
 
 // mirrorFor returns the mirror of the reading q, at at, made at its first
 // reading, or begun anew if it was dropped; nil if the key mirrors
-// maxPolicies others already and q names its policy. It drops the other
-// mirrors of Limits read without a name that went unread too long.
-func (x *rare) mirrorFor(q *Quota, at time.Duration) *told {
+// maxPolicies others already and q names its policy or resource. It drops
+// the other mirrors that went unread too long while the answers read at
+// prev (the key's last answer read before this one) and before were read:
+// a Limit no longer stated, a policy or a resource no longer listed (a
+// policy named after a plan, "basic", that became "pro": its mirror, a
+// log or a bucket that the key's own requests kept spending, held the key
+// to the old plan's pace for good; found in review). A key idle across
+// them drops none: its last answer read them all.
+func (x *rare) mirrorFor(q *Quota, at, prev time.Duration) *told {
 	m := x.mirrorAt(mirrorName(q), unnamedLimit(q))
 	if m == nil {
 		return nil
@@ -127,14 +140,12 @@ func (x *rare) mirrorFor(q *Quota, at time.Duration) *told {
 	if m.dropped {
 		*m = told{policy: m.policy, limitOf: m.limitOf}
 	}
-	if m.limitOf != 0 {
-		for o := range x.all() {
-			if p := o.length(); o != m && o.limitOf != 0 && o.readLast != 0 && p > 0 && at-o.readLast > staleAfter*p {
-				o.dropped = true
-			}
+	for o := range x.all() {
+		if p := o.length(); o != m && !o.dropped && o.readLast != 0 && p > 0 && prev-o.readLast > staleAfter*p {
+			o.dropped = true
 		}
-		m.readLast = at
 	}
+	m.readLast = at
 	return m
 }
 
@@ -167,9 +178,19 @@ func (x *rare) mirrorAt(name string, lim int) *told {
 		}
 	}
 	if len(x.more) == maxPolicies-1 {
-		if name == "" || name[0] == 0 {
-			return m // as before there were mirrors by Limit, or by resource
+		for i := range x.more {
+			if d := &x.more[i]; d.dropped {
+				*d = told{policy: name, limitOf: lim, dropped: true} // begun anew: see mirrorFor
+				return d
+			}
 		}
+		if name == "" {
+			return m // as before there were mirrors by Limit
+		}
+		// Not another's: a fifth resource's reading (GitHub's
+		// dependency_snapshots), fed to the first mirror, core's, took
+		// its 3,999 for core's early reset, and a sixth request went to
+		// core where five remained (found in review).
 		return nil
 	}
 	if x.more == nil {
@@ -196,9 +217,11 @@ func (ks *keyState) readQuota(ls *lesson, tk *ticket, resp *http.Response, h *hi
 		x.told.on = true
 		ks.unlearn()
 	}
+	prev := x.readAt
+	x.readAt = at
 	for i := range rs.n {
 		q := &rs.q[i]
-		m := x.mirrorFor(q, at)
+		m := x.mirrorFor(q, at, prev)
 		if m == nil {
 			continue
 		}
