@@ -705,7 +705,7 @@ func TestAPrepareRefusalGivesBackNoMoreThanTheBucketLost(t *testing.T) {
 // refused at 0 s for 3 s; five requests of cost 1 wait behind the pause.
 // (Regression, found in review.) At 3 s /p's retry, the probe, takes the bucket's 5 tokens; its answer,
 // at 3.2 s, says it cost 0. Charged 5 (no figure, or "5"), the backlog
-// goes a turn apart from 3.375 s, at the pace the 429 cut to 8 a second;
+// goes a turn apart from 3.25 s, at the pace the 429 cut to 8 a second;
 // had the probe cost nothing at all, the resume would have emptied the
 // bucket all the same. With the refund given after the resume, the first
 // two went at once at 3.2 s, the third 50 ms later.
@@ -752,7 +752,7 @@ func TestARefundToTheProbeDoesNotUndoTheResume(t *testing.T) {
 				defer mu.Unlock()
 				t.Logf("the backlog went at %v", sentAt)
 				require.Len(t, sentAt, 5)
-				prev := 3200 * time.Millisecond // the probe's answer
+				prev := 3000 * time.Millisecond // the probe's sending (as TestPauseHoldsPacedWaitersAndResumesThroughPacer counts the turn; its answer at 3.2 s)
 				for i, at := range sentAt {
 					assert.GreaterOrEqual(t, at-prev, 100*time.Millisecond, "backlog request %d: a turn at 10 a second at least after the one before", i)
 					prev = at

@@ -75,7 +75,7 @@ func TestReserveFitsItsKeep(t *testing.T) {
 		l.observe(rtt)
 	}
 	require.Positive(t, l.jitter())
-	got := l.reserve(1e12, 1<<40)
+	got := l.reserve(1e15, 1<<40)
 	assert.Equal(t, math.MaxInt32, got)
 	assert.Positive(t, int32(got))
 }
