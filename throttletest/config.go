@@ -251,7 +251,7 @@ func (c Config) validate() {
 			}
 		}
 	}
-	if c.Unavailable < 0 || c.Unavailable > 1 {
+	if !(c.Unavailable >= 0 && c.Unavailable <= 1) { // NaN too
 		panic("throttletest: Unavailable must be within [0, 1]")
 	}
 	if !(c.Refused >= 0 && c.Refused <= 1) {

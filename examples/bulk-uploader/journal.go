@@ -99,6 +99,9 @@ func (j *journal) open(created bool, in string) error {
 	if !fi.Mode().IsRegular() {
 		return errors.New("not a regular file")
 	}
+	if err := lockJournal(j.f); err != nil {
+		return err
+	}
 	if in != "" {
 		if ini, err := os.Stat(in); err == nil && os.SameFile(fi, ini) {
 			return errors.New("is the input file (-in)")

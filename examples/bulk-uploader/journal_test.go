@@ -216,3 +216,48 @@ func TestJournalFailureStopsTheRun(t *testing.T) {
 		assert.Contains(t, out.String(), "once the journal can be written")
 	})
 }
+
+// The same command started twice with one journal (a second terminal, a
+// cron job that overlaps the one before) uploads every record once: the
+// second run is told the journal is in use, and exits 2. (Found in review:
+// each read the journal before the other wrote, and 50 records were
+// uploaded twice, both runs saying nothing was wasted.)
+func TestAJournalInUseByAnotherRunIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal")
+	var mu sync.Mutex
+	accepted := map[string]int{} // by path, over both runs
+	var codes [2]int
+	var outs [2]bytes.Buffer
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(demoQuota)
+		shared := func(throttletest.Config) (string, *throttletest.API, http.RoundTripper, func()) {
+			return "http://demo.test", api, rtFunc(func(r *http.Request) (*http.Response, error) {
+				resp, err := api.RoundTrip(r)
+				if err == nil && resp.StatusCode == http.StatusOK {
+					mu.Lock()
+					accepted[r.URL.Path]++
+					mu.Unlock()
+				}
+				return resp, err
+			}), func() {}
+		}
+		var wg sync.WaitGroup
+		for i := range 2 {
+			wg.Go(func() {
+				a := &app{stdout: &outs[i], stderr: &outs[i], demo: shared}
+				codes[i] = a.main(context.Background(), context.Background(), []string{"-n", "50", "-journal", path})
+			})
+		}
+		wg.Wait()
+	})
+	twice := 0
+	for _, n := range accepted {
+		if n > 1 {
+			twice++
+		}
+	}
+	assert.Len(t, accepted, 50)
+	assert.Zero(t, twice, "records uploaded twice; exit codes %v\nrun 1:\n%s\nrun 2:\n%s", codes, outs[0].String(), outs[1].String())
+	assert.ElementsMatch(t, []int{0, 2}, codes[:], "one run uploads, the other is refused")
+	assert.Contains(t, outs[0].String()+outs[1].String(), "journal "+path+": in use by another run")
+}
