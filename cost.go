@@ -129,10 +129,18 @@ func (t *Transport) correct(ks *keyState, tk ticket, n int, now time.Time) int {
 	}
 	now, _ = ks.clock(now, t.since(now))
 	if diff > 0 {
+		ks.admitted += uint64(diff)
 		if ks.lim != nil {
+			if ks.levels != nil {
+				// A take like an admission's: the level before it bounds
+				// the refunds of the attempts charged before it (found in
+				// review: a bucket that refilled whole after a charge, then
+				// emptied by another answer's correction up, gave the
+				// charge back whole, tokens the refill had restored).
+				ks.levels.took(ks.admitted, ks.lim.TokensAt(now))
+			}
 			takeTokens(ks.lim, now, diff)
 		}
-		ks.admitted += uint64(diff)
 	} else {
 		if ks.lim != nil {
 			giveTokens(ks.lim, now, ks.levels.refund(ks.lim, now, tk.adm, -diff))

@@ -761,3 +761,129 @@ func TestARefundToTheProbeDoesNotUndoTheResume(t *testing.T) {
 		})
 	}
 }
+
+// costArrival is one request as the fake server counted it: when it came,
+// and how many units it counted it as.
+type costArrival struct {
+	at    time.Duration
+	units int
+}
+
+// costServer is a fake API behind a func-typed RoundTripper: each request
+// reaches it after the latency its X-Go header asks for (ms), is counted
+// there at the units its X-Figure header asks for (its Cost without one),
+// and is answered after the latency its X-Back header asks for, with the
+// figure in X-Cost and the status in X-Status (200 without one).
+type costServer struct {
+	mu    sync.Mutex
+	start time.Time
+	got   []costArrival
+}
+
+func (s *costServer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if d, _ := strconv.Atoi(r.Header.Get("X-Go")); d > 0 {
+		time.Sleep(ms(d))
+	}
+	units, _ := strconv.Atoi(r.Header.Get("X-Units"))
+	if f := r.Header.Get("X-Figure"); f != "" {
+		units, _ = strconv.Atoi(f)
+	}
+	s.mu.Lock()
+	s.got = append(s.got, costArrival{time.Since(s.start), units})
+	s.mu.Unlock()
+	if d, _ := strconv.Atoi(r.Header.Get("X-Back")); d > 0 {
+		time.Sleep(ms(d))
+	}
+	status := http.StatusOK
+	if st := r.Header.Get("X-Status"); st != "" {
+		status, _ = strconv.Atoi(st)
+	}
+	kv := []string{}
+	if f := r.Header.Get("X-Figure"); f != "" {
+		kv = append(kv, "X-Cost", f)
+	}
+	if status == http.StatusTooManyRequests {
+		kv = append(kv, "Retry-After", "1")
+	}
+	return reply(r, status, kv...), nil
+}
+
+// costReq sends one request charged cost, with the server's latencies and
+// figure given (figure < 0: none).
+func costReq(ctx context.Context, rt http.RoundTripper, cost, goMs, backMs, figure int) error {
+	req, err := http.NewRequestWithContext(throttle.With(ctx, throttle.Cost(cost)), http.MethodGet, "http://api.test/q", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("X-Units", strconv.Itoa(cost))
+	req.Header.Set("X-Go", strconv.Itoa(goMs))
+	req.Header.Set("X-Back", strconv.Itoa(backMs))
+	if figure >= 0 {
+		req.Header.Set("X-Figure", strconv.Itoa(figure))
+	}
+	resp, err := rt.RoundTrip(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	return err
+}
+
+// overdrawn replays what the server counted through its own token
+// bucket (as deep as depth, refilled at r, full at start) and returns how
+// many units it was short at worst, and when.
+func (s *costServer) overdrawn(r float64, depth int) (float64, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tokens, last, worst, when := float64(depth), time.Duration(0), 0.0, time.Duration(0)
+	for _, a := range s.got {
+		tokens = min(float64(depth), tokens+(a.at-last).Seconds()*r)
+		last = a.at
+		tokens -= float64(a.units)
+		if -tokens > worst+1e-9 {
+			worst, when = -tokens, a.at
+		}
+	}
+	return worst, when
+}
+
+// A refund (WithCost's figure below the charge) gives back no more than the
+// bucket lost: here nothing, for the bucket refilled whole after the
+// charge, before another answer's correction up emptied it. A bucket of 10
+// a second, Burst 20 (19 usable, one token in reserve); at 3.1 s, C
+// (charged 1) and A (charged 18) empty it; it is whole again at 5.0 s,
+// when C reaches the server, which counts it as 19 (2 left there at 5.1
+// s); C's answer says so at 5.05 s and the client takes the 18 more; A's
+// answer at 5.1 s says it cost 0. The bucket would be where it is had A
+// never been charged: nothing is owed back. (The first 20 requests: a
+// key's first 16 answers are read for quota headers, which times them;
+// after them A, admitted in C's instant, is not timed, and its 2 s round
+// trip does not grow the reserve kept against jitter.)
+func TestARefundAfterTheBucketRefilledGivesNothingBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const r, burst = 10.0, 20
+		srv := &costServer{start: time.Now()}
+		rt := throttle.New(srv, throttle.WithPolicy(throttle.Policy{Rate: r, Burst: burst}),
+			throttle.WithCost(throttle.CostHeader("X-Cost")))
+		defer rt.Close()
+		for range 20 { // round trips of 0: the key keeps one token in reserve
+			require.NoError(t, costReq(context.Background(), rt, 1, 0, 0, -1))
+		}
+		time.Sleep(3 * time.Second) // the bucket is whole again
+		var wg sync.WaitGroup
+		// C, charged 1, reaches the server at 5.0 s, which counts it as
+		// 19; its answer says so at 5.05 s.
+		wg.Go(func() { assert.NoError(t, costReq(context.Background(), rt, 1, 1900, 50, 19)) })
+		synctest.Wait()
+		// A, charged 18, costs nothing at the server; its answer comes at 5.1 s.
+		wg.Go(func() { assert.NoError(t, costReq(context.Background(), rt, 18, 0, 2000, 0)) })
+		synctest.Wait()
+		wg.Wait()
+		start := time.Since(srv.start)
+		for range 18 {
+			require.NoError(t, costReq(context.Background(), rt, 1, 0, 0, -1))
+		}
+		t.Logf("18 requests of 1 unit from %v to %v", start, time.Since(srv.start))
+		short, at := srv.overdrawn(r, burst)
+		assert.Zero(t, short, "units sent beyond the server's bucket (at %v)", at)
+	})
+}
