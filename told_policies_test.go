@@ -126,8 +126,9 @@ func TestARaisedLimitIsFollowed(t *testing.T) {
 	})
 }
 
-// gitHubResources is GitHub's REST API behind one host: each resource (core, and
-// graphql for POST /graphql) a window of its own, 5,000 an hour, told by
+// gitHubResources is GitHub's REST API behind one host: each resource
+// (core, graphql, search, code_search, dependency_snapshots: see
+// gitHubResourceOf) a window of its own, 5,000 an hour, told by
 // X-RateLimit-* with X-RateLimit-Resource, and refusing with 403 and
 // Remaining 0 (its primary rate limit).
 type gitHubResources struct {
@@ -140,10 +141,7 @@ type gitHubResources struct {
 
 func (g *gitHubResources) RoundTrip(r *http.Request) (*http.Response, error) {
 	time.Sleep(20 * time.Millisecond)
-	res := "core"
-	if r.URL.Path == "/graphql" {
-		res = "graphql"
-	}
+	res := gitHubResourceOf(r.URL.Path)
 	g.mu.Lock()
 	g.sent[res]++
 	status := http.StatusOK
@@ -192,17 +190,7 @@ func TestOneResourcesReadingDoesNotFreeAnothersSpentQuota(t *testing.T) {
 	})
 }
 
-// gitHubMany is GitHub's REST API behind one host with five resources,
-// each 5,000 an hour, told by X-RateLimit-* with X-RateLimit-Resource,
-// refusing with 403 and Remaining 0 (its primary rate limit).
-type gitHubMany struct {
-	mu      sync.Mutex
-	left    map[string]int
-	reset   time.Time
-	refused map[string]int
-	sent    map[string]int
-}
-
+// gitHubResourceOf is the resource of GitHub's REST API a path counts in.
 func gitHubResourceOf(path string) string {
 	switch {
 	case path == "/graphql":
@@ -217,26 +205,6 @@ func gitHubResourceOf(path string) string {
 	return "core"
 }
 
-func (g *gitHubMany) RoundTrip(r *http.Request) (*http.Response, error) {
-	time.Sleep(20 * time.Millisecond)
-	res := gitHubResourceOf(r.URL.Path)
-	g.mu.Lock()
-	g.sent[res]++
-	status := http.StatusOK
-	if g.left[res] == 0 {
-		status = http.StatusForbidden
-		g.refused[res]++
-	} else {
-		g.left[res]--
-	}
-	kv := []string{"X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", strconv.Itoa(g.left[res]),
-		"X-RateLimit-Used", strconv.Itoa(5000 - g.left[res]), "X-RateLimit-Reset", strconv.FormatInt(g.reset.Unix(), 10),
-		"X-RateLimit-Resource", res}
-	g.mu.Unlock()
-	time.Sleep(20 * time.Millisecond)
-	return reply(r, status, kv...), nil
-}
-
 // A client of GitHub that uses five of its resources through one key
 // (core, graphql, search, code_search, dependency_snapshots): core has 5
 // left for 30 minutes. The fifth resource's readings must not be taken
@@ -245,7 +213,7 @@ func TestAFifthResourcesReadingDoesNotFreeCore(t *testing.T) {
 	for _, four := range []bool{true, false} {
 		t.Run(map[bool]string{true: "four", false: "five"}[four], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				g := &gitHubMany{left: map[string]int{"core": 8, "graphql": 4000, "search": 4000, "code_search": 4000,
+				g := &gitHubResources{left: map[string]int{"core": 8, "graphql": 4000, "search": 4000, "code_search": 4000,
 					"dependency_snapshots": 4000}, reset: time.Now().Add(30 * time.Minute),
 					refused: map[string]int{}, sent: map[string]int{}}
 				rt := throttle.New(g, throttle.WithRetry(throttle.Retry{MaxAttempts: 1}))
