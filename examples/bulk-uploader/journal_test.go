@@ -154,18 +154,7 @@ func TestInterruptedRunResumes(t *testing.T) {
 		var code int
 		var out, errOut bytes.Buffer
 		synctest.Test(t, func(t *testing.T) {
-			counting := func(cfg throttletest.Config) (string, *throttletest.API, http.RoundTripper, func()) {
-				api := throttletest.NewAPI(cfg)
-				return "http://demo.test", api, rtFunc(func(r *http.Request) (*http.Response, error) {
-					resp, err := api.RoundTrip(r)
-					if err == nil && resp.StatusCode == http.StatusOK {
-						mu.Lock()
-						accepted[r.URL.Path]++
-						mu.Unlock()
-					}
-					return resp, err
-				}), func() {}
-			}
+			counting := countingDemo(throttletest.NewAPI, &mu, accepted)
 			stop, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if stopAfter > 0 {
@@ -230,17 +219,7 @@ func TestAJournalInUseByAnotherRunIsRefused(t *testing.T) {
 	var outs [2]bytes.Buffer
 	synctest.Test(t, func(t *testing.T) {
 		api := throttletest.NewAPI(demoQuota)
-		shared := func(throttletest.Config) (string, *throttletest.API, http.RoundTripper, func()) {
-			return "http://demo.test", api, rtFunc(func(r *http.Request) (*http.Response, error) {
-				resp, err := api.RoundTrip(r)
-				if err == nil && resp.StatusCode == http.StatusOK {
-					mu.Lock()
-					accepted[r.URL.Path]++
-					mu.Unlock()
-				}
-				return resp, err
-			}), func() {}
-		}
+		shared := countingDemo(func(throttletest.Config) *throttletest.API { return api }, &mu, accepted)
 		var wg sync.WaitGroup
 		for i := range 2 {
 			wg.Go(func() {
@@ -260,4 +239,21 @@ func TestAJournalInUseByAnotherRunIsRefused(t *testing.T) {
 	assert.Zero(t, twice, "records uploaded twice; exit codes %v\nrun 1:\n%s\nrun 2:\n%s", codes, outs[0].String(), outs[1].String())
 	assert.ElementsMatch(t, []int{0, 2}, codes[:], "one run uploads, the other is refused")
 	assert.Contains(t, outs[0].String()+outs[1].String(), "journal "+path+": in use by another run")
+}
+
+// countingDemo is a demo API for app.demo, made by newAPI, that counts in
+// accepted, under mu, the uploads it accepts, by path.
+func countingDemo(newAPI func(throttletest.Config) *throttletest.API, mu *sync.Mutex, accepted map[string]int) func(throttletest.Config) (string, *throttletest.API, http.RoundTripper, func()) {
+	return func(cfg throttletest.Config) (string, *throttletest.API, http.RoundTripper, func()) {
+		api := newAPI(cfg)
+		return "http://demo.test", api, rtFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := api.RoundTrip(r)
+			if err == nil && resp.StatusCode == http.StatusOK {
+				mu.Lock()
+				accepted[r.URL.Path]++
+				mu.Unlock()
+			}
+			return resp, err
+		}), func() {}
+	}
 }
