@@ -229,6 +229,14 @@ func (r *request) shownErr(err error) error {
 			if u.Fragment != "" {
 				m = strings.ReplaceAll(m, "#"+u.EscapedFragment(), "")
 			}
+			// An Opaque set verbatim holds its own ("/p?sig=…"): the
+			// request's target, as RequestURI writes it, named it (found
+			// in review).
+			for _, c := range "?#" {
+				if i := strings.IndexRune(u.Opaque, c); i >= 0 && i+1 < len(u.Opaque) {
+					m = strings.ReplaceAll(m, u.Opaque[i:], "")
+				}
+			}
 			if u.User != nil {
 				m = strings.ReplaceAll(m, u.User.String()+"@", "")
 				if _, ok := u.User.Password(); ok {
@@ -320,7 +328,14 @@ func shownURL(u *url.URL, last string) string {
 		v := url.URL{Scheme: u.Scheme, Host: host}
 		return v.String() + p
 	}
-	v := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath, Opaque: u.Opaque}
+	// An Opaque set by hand may hold a query or fragment too ("/p?sig=…"
+	// without Host, "p?sig=…"): written whole, they showed (found in
+	// review). One url.Parse made holds neither.
+	op := u.Opaque
+	if i := strings.IndexAny(op, "?#"); i >= 0 {
+		op = op[:i]
+	}
+	v := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath, Opaque: op}
 	return v.String()
 }
 

@@ -124,3 +124,81 @@ func TestEventsOfAnOpaqueAuthorityHoldNoCredential(t *testing.T) {
 		}
 	})
 }
+
+// Event.URL is "without user info, query or fragment, which may hold
+// credentials", whatever form the URL takes: an Opaque set by hand holds
+// them verbatim in forms other than "//host/p" and "/p" with Host too.
+// (The base may refuse such a URL, as http.Transport refuses one without
+// Host: the events show it all the same, EventAnswered with its error.)
+func TestAnOpaqueURLsQueryNeverShows(t *testing.T) {
+	for _, u := range []url.URL{
+		{Scheme: "https", Opaque: "/v1/items?sig=SECRET"}, // Host only in req.Host
+		{Scheme: "https", Opaque: "/v1/items#SECRET"},
+		{Scheme: "https", Host: "api.example", Opaque: "v1/items?sig=SECRET"},
+	} {
+		var shown []string
+		tr := throttle.New(rtFunc(func(req *http.Request) (*http.Response, error) {
+			return nil, &url.Error{Op: "Get", URL: req.URL.String(), Err: errors.New("no route")}
+		}), throttle.WithRetry(throttle.Retry{MaxAttempts: 1}), throttle.WithEvents(func(e throttle.Event) {
+			shown = append(shown, e.URL)
+			if e.Err != nil {
+				shown = append(shown, e.Err.Error())
+			}
+		}))
+		req, err := http.NewRequest(http.MethodGet, "https://api.example/", nil)
+		require.NoError(t, err)
+		req.URL, req.Host = &u, "api.example"
+		_, err = tr.RoundTrip(req)
+		require.Error(t, err)
+		require.NoError(t, tr.Close())
+		require.NotEmpty(t, shown)
+		for _, s := range shown {
+			assert.NotContains(t, s, "SECRET", "URL %q: an event showed %q", u.String(), s)
+		}
+	}
+}
+
+// Event.Err is the base's error "without the user info, query or fragment
+// of the request's URL" (see shownErr): of a URL url.Parse made, the query
+// goes wherever the error names it ("?"+RawQuery is cut from the message).
+// A base that names the request's target (URL.RequestURI, as an access log
+// or an error of its own does: "GET /v1/items?sig=…: connection reset")
+// shows none of a URL whose path was set verbatim either (Opaque, which
+// holds the query itself). (Regression, found in review: it showed the
+// signature, where the same error of the parsed form showed none.)
+func TestAnOpaqueURLsQueryNeverShowsInEventErr(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const secret = "SECRET0123456789"
+		for _, u := range []*url.URL{
+			{Scheme: "https", Host: "api.example", Path: "/v1/items", RawQuery: "sig=" + secret}, // parsed: hidden
+			{Scheme: "https", Host: "api.example", Opaque: "/v1/items?sig=" + secret},            // verbatim
+			{Scheme: "https", Opaque: "/v1/items?sig=" + secret},                                 // verbatim, Host in req.Host
+			{Scheme: "https", Host: "api.example", Opaque: "/v1/items#" + secret},
+		} {
+			var mu sync.Mutex
+			var shown []string
+			tr := throttle.New(rtFunc(func(req *http.Request) (*http.Response, error) {
+				return nil, errors.New("GET " + req.URL.RequestURI() + ": connection reset by peer")
+			}), throttle.WithRetry(throttle.Retry{MaxAttempts: 1}), throttle.WithEvents(func(e throttle.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				shown = append(shown, e.URL)
+				if e.Err != nil {
+					shown = append(shown, e.Err.Error())
+				}
+			}))
+			req, err := http.NewRequest(http.MethodGet, "https://api.example/", nil)
+			require.NoError(t, err)
+			req.URL, req.Host = u, "api.example"
+			_, err = tr.RoundTrip(req)
+			require.Error(t, err)
+			require.NoError(t, tr.Close())
+			mu.Lock()
+			require.NotEmpty(t, shown)
+			for _, s := range shown {
+				assert.NotContains(t, s, secret, "URL %#v: an event showed %q", u.String(), s)
+			}
+			mu.Unlock()
+		}
+	})
+}
