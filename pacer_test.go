@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 
 	"github.com/throttlehttp/throttle"
 	"github.com/throttlehttp/throttle/throttletest"
@@ -548,5 +549,59 @@ func TestASlowAnswerAmongTheFirstDoesNotShrinkTheBurst(t *testing.T) {
 		t.Logf("requests of 40 the server saw in the first 100 ms: slow answer 9th %d, 2nd %d", late, early)
 		assert.GreaterOrEqual(t, late, 40)
 		assert.GreaterOrEqual(t, early, 40, "one slow answer among the first 8 shrank the usable Burst of 50")
+	})
+}
+
+// coldStartBurst runs, on a key paced at r a second with a Burst of 50,
+// a first request answered in first (a new connection: DNS, TCP and TLS),
+// then 8 answered in 20 ms each, one at a time; then, 20 s later (the
+// bucket whole again), 40 requests at once; it returns how many of the 40
+// the server saw within the first 100 ms.
+func coldStartBurst(t *testing.T, r float64, first time.Duration) int {
+	var seen, n atomic.Int64
+	var burstAt atomic.Int64
+	start := time.Now()
+	base := rtFunc(func(req *http.Request) (*http.Response, error) {
+		if b := burstAt.Load(); b != 0 && time.Since(start) <= time.Duration(b)+100*time.Millisecond {
+			seen.Add(1)
+		}
+		if n.Add(1) == 1 {
+			time.Sleep(first)
+		} else {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return reply(req, http.StatusOK), nil
+	})
+	tr := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: rate.Limit(r), Burst: 50}))
+	defer tr.Close()
+	for range 9 {
+		require.NoError(t, do(t, tr, "http://api.example/item"))
+	}
+	time.Sleep(20 * time.Second)
+	burstAt.Store(int64(time.Since(start)))
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Go(func() { assert.NoError(t, do(t, tr, "http://api.example/item")) })
+	}
+	wg.Wait()
+	return int(seen.Load())
+}
+
+// A slow answer first of all, followed by one under half of it, is taken
+// for the outlier, as a slow second one is clipped
+// (TestASlowAnswerAmongTheFirstDoesNotShrinkTheBurst): a key's first
+// answer is the one most often slow (a new connection's DNS, TCP and TLS;
+// a report the job asks for first). (Regression, found in review: taken
+// whole, it sized the reserve against jitter from the gap to the second,
+// for good: a first answer of 10 s let 3 of 40 go at once.)
+func TestASlowFirstAnswerDoesNotShrinkTheBurst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		warm := coldStartBurst(t, 10, 20*time.Millisecond)
+		report := coldStartBurst(t, 10, 10*time.Second)
+		tls := coldStartBurst(t, 100, 300*time.Millisecond)
+		t.Logf("of 40 at once, in the first 100 ms: at 10/s, first answer 20 ms %d, 10 s %d; at 100/s, first answer 300 ms %d",
+			warm, report, tls)
+		assert.GreaterOrEqual(t, warm, 40)
+		assert.GreaterOrEqual(t, report, 40, "a first answer of 10 s shrank the usable Burst of 50")
 	})
 }
