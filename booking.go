@@ -200,7 +200,7 @@ func (r *request) storeNews(tk ticket) {
 func (t *Transport) share(ctx context.Context, ks *keyState, p *Policy, ls lesson, now time.Time) {
 	s := Slowdown{Pace: ls.cut}
 	if ls.until.After(now) {
-		s.Pause = ls.until.Sub(now)
+		s.Pause = ls.until.Sub(now) - ls.own // not the key's own end of it (see told.shifted)
 	}
 	if s.Pause <= 0 && s.Pace <= 0 {
 		return

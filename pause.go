@@ -159,10 +159,11 @@ func resetSource(h http.Header, q Quota, now *instant) string {
 
 // lesson is what learn reports of an answer.
 type lesson struct {
-	until   time.Time // a pause began or grew until then; zero if not
-	source  string    // which header set that pause, or "backoff"
-	outage  bool      // that pause is for an outage, not the quota
-	held    time.Time // the key is paused until then now, whatever began it
+	until   time.Time     // a pause began or grew until then; zero if not
+	source  string        // which header set that pause, or "backoff"
+	outage  bool          // that pause is for an outage, not the quota
+	held    time.Time     // the key is paused until then now, whatever began it
+	own     time.Duration // of that pause, the end of it that is the key's own, not told to the Store (see told.shifted)
 	pace    rate.Limit
 	paceWhy string     // the pace changed, or what the key knows of the quota: why ("" if not)
 	cut     rate.Limit // the configured pace was cut to this (0: it was not)
@@ -397,17 +398,26 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 	if ks.collision(h, unexpl) {
 		return lesson{}
 	}
+	var own time.Duration
 	if learned {
 		pause = ks.peek(at, pause, whole)
 	} else if unexpl && whole {
 		pause = ks.peekPast(tk.probe, pause)
 	} else if ks.mirror() != nil && whole {
 		m := ks.mirrorOf(&h.quota)
-		pause = m.logPause(at, pause) + m.shifted()
+		own = m.shifted()
+		pause = m.logPause(at, pause) + own
 	} else if ks.lim != nil && whole {
 		pause = ks.quietPeek(tk.probe, at, pause)
 	}
 	ls := ks.pause(h, pause, now)
+	if !ls.until.IsZero() {
+		// The shift is the starved key's own try at another point of the
+		// window: told to the Store, it held every Transport of the key
+		// half a window past the server's reset, the phase moving with
+		// all (found in review).
+		ls.own = own
+	}
 	if learned && !ls.until.IsZero() {
 		ks.heldLearned(now, at) // learn.go
 	}

@@ -2084,47 +2084,126 @@ func TestHugeQuotaFiguresDoNotSpinAWait(t *testing.T) {
 func TestAKeyStarvedAtOnePointOfAWindowTriesAnother(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: 5, Per: time.Second}},
-			XRateLimit: true, HeadersOnSuccess: true})
-		ctx, cancel := context.WithCancel(t.Context())
-		var other sync.WaitGroup
-		other.Go(func() { // another client, spending each window from x.15 on
-			for w := time.Duration(0); ; w += time.Second {
-				for i := range time.Duration(5) {
-					time.Sleep(time.Until(start.Add(w + 150*time.Millisecond + i*100*time.Millisecond)))
-					if ctx.Err() != nil {
-						return
-					}
-					req := newReq(t, ctx, http.MethodGet, "http://api.test/other")
-					req.Header.Set("X-API-Key", "k")
-					if resp, err := api.RoundTrip(req); err == nil {
-						resp.Body.Close()
-					}
-				}
-			}
-		})
 		var attempts int
-		rt := throttle.New(api, throttle.WithEvents(func(e throttle.Event) {
+		_, status := starvedKey(t, func(e throttle.Event) {
 			if e.Kind == throttle.EventAnswered {
 				attempts++
 			}
-		}))
-		defer rt.Close()
-		var status []int
-		for _, at := range []time.Duration{50 * time.Millisecond, 600 * time.Millisecond} {
-			time.Sleep(time.Until(start.Add(at)))
-			req := newReq(t, ctx, http.MethodGet, "http://api.test/ours")
-			req.Header.Set("X-API-Key", "k")
-			resp, err := rt.RoundTrip(req)
-			require.NoError(t, err)
-			resp.Body.Close()
-			status = append(status, resp.StatusCode)
-		}
+		})
 		took := time.Since(start)
-		cancel()
-		other.Wait()
 		t.Logf("%d attempts, done at %v", attempts, took)
 		assert.Equal(t, []int{http.StatusOK, http.StatusOK}, status, "the second request, refused at x.60 of each second, where the other client has spent it, still goes through")
 		assert.Less(t, took, 4500*time.Millisecond, "refused in three windows, then tried half a window later (4.1 s)")
+	})
+}
+
+// starvedKey runs TestAKeyStarvedAtOnePointOfAWindowTriesAnother's
+// scenario (another client spends each second's window of 5 from x.15 on;
+// ours asks at x.60, refused there window after window) through rt's
+// options; it returns the pauses of EventPaused, from the refused answer
+// to Until, and the statuses.
+func starvedKey(t *testing.T, onEvent func(throttle.Event), opts ...throttle.Option) (pauses []time.Duration, status []int) {
+	start := time.Now()
+	api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{{Algorithm: throttletest.FixedWindow, N: 5, Per: time.Second}},
+		XRateLimit: true, HeadersOnSuccess: true})
+	ctx, cancel := context.WithCancel(t.Context())
+	var other sync.WaitGroup
+	other.Go(func() {
+		for w := time.Duration(0); ; w += time.Second {
+			for i := range time.Duration(5) {
+				time.Sleep(time.Until(start.Add(w + 150*time.Millisecond + i*100*time.Millisecond)))
+				if ctx.Err() != nil {
+					return
+				}
+				req := newReq(t, ctx, http.MethodGet, "http://api.test/other")
+				req.Header.Set("X-API-Key", "k")
+				if resp, err := api.RoundTrip(req); err == nil {
+					resp.Body.Close()
+				}
+			}
+		}
+	})
+	var mu sync.Mutex
+	opts = append(opts, throttle.WithEvents(func(e throttle.Event) {
+		if onEvent != nil {
+			onEvent(e)
+		}
+		if e.Kind == throttle.EventPaused {
+			mu.Lock()
+			pauses = append(pauses, time.Until(e.Until))
+			mu.Unlock()
+		}
+	}))
+	rt := throttle.New(api, opts...)
+	defer rt.Close()
+	for _, at := range []time.Duration{50 * time.Millisecond, 600 * time.Millisecond} {
+		time.Sleep(time.Until(start.Add(at)))
+		req := newReq(t, ctx, http.MethodGet, "http://api.test/ours")
+		req.Header.Set("X-API-Key", "k")
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		status = append(status, resp.StatusCode)
+	}
+	cancel()
+	other.Wait()
+	return pauses, status
+}
+
+// slowLog is a Store that records what it is told through Slow.
+type slowLog struct {
+	*throttle.MemoryStore
+	mu    sync.Mutex
+	slows []throttle.Slowdown
+}
+
+func (s *slowLog) Slow(ctx context.Context, key string, p throttle.Policy, d throttle.Slowdown) error {
+	s.mu.Lock()
+	s.slows = append(s.slows, d)
+	s.mu.Unlock()
+	return s.MemoryStore.Slow(ctx, key, p, d)
+}
+
+// The half window a starved key waits beyond its Retry-After is its own
+// try at another point of the window (see told.shifted): the Store is told
+// the Retry-After alone, and another Transport of the key, never refused,
+// asks and goes once it has passed. (Regression, found in review: told the
+// shifted end, every Transport of the key paused half a window past the
+// server's reset, and the phase the starved key was to change moved with
+// all.)
+func TestAStarvedKeysShiftIsNotSharedThroughTheStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		st := &slowLog{MemoryStore: throttle.NewMemoryStore()}
+		pol := throttle.WithPolicy(throttle.Policy{Windows: []throttle.Window{{N: 5, Per: time.Second}}})
+		// Another Transport of the key, through the same Store, asks at
+		// 3.62 s: after the Retry-After of ours refused at 2.6 s.
+		var bSent atomic.Int64
+		b := throttle.New(rtFunc(func(req *http.Request) (*http.Response, error) {
+			bSent.CompareAndSwap(0, int64(time.Since(start)))
+			return reply(req, http.StatusOK), nil
+		}), throttle.WithStore(st), pol)
+		defer b.Close()
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			time.Sleep(3620 * time.Millisecond)
+			req := newReq(t, t.Context(), http.MethodGet, "http://api.test/b")
+			req.Header.Set("X-API-Key", "k")
+			resp, err := b.RoundTrip(req)
+			if assert.NoError(t, err) {
+				resp.Body.Close()
+			}
+		})
+		pauses, status := starvedKey(t, nil, throttle.WithStore(st), pol)
+		wg.Wait()
+		t.Logf("statuses %v, EventPaused pauses %v, Store told %+v; the other Transport's request, asked at 3.62 s, sent at %v",
+			status, pauses, st.slows, time.Duration(bSent.Load()))
+		assert.Equal(t, []int{http.StatusOK, http.StatusOK}, status)
+		require.NotEmpty(t, st.slows)
+		for _, s := range st.slows {
+			assert.LessOrEqual(t, s.Pause, time.Second, "the Store was told a pause longer than the server's Retry-After: 1")
+		}
+		assert.Less(t, time.Duration(bSent.Load()), 3700*time.Millisecond,
+			"the other Transport, never refused, was held past the Retry-After (3.6 s) to ours's shifted end")
 	})
 }
