@@ -502,31 +502,30 @@ func TestARequestEndedLongAfterItsSendingCountsFromItsBound(t *testing.T) {
 	})
 }
 
-// burstAfterSlowAnswer runs, on a key paced at 10 a second with a Burst of
-// 50: `fast` quick answers (20 ms), one slow answer (10 s, a report the
-// server built), then, 20 s later (the bucket whole again), 40 requests at
-// once; it returns how many of the 40 the server saw within the first 100 ms.
-func burstAfterSlowAnswer(t *testing.T, fast int) int {
-	var seen atomic.Int64
-	var burstAt atomic.Int64 // when the 40 began, from the start (0: not yet)
+// burstAfter runs, on a key paced at r a second with a Burst of 50, one
+// request at a time answered in each of rtts, then, 20 s later (the bucket
+// whole again), 40 requests at once answered in 20 ms; it returns how many
+// of the 40 the server saw within the first 100 ms.
+func burstAfter(t *testing.T, r rate.Limit, rtts ...time.Duration) int {
+	var seen, n atomic.Int64
+	var burstAt atomic.Int64
 	start := time.Now()
 	base := rtFunc(func(req *http.Request) (*http.Response, error) {
 		if b := burstAt.Load(); b != 0 && time.Since(start) <= time.Duration(b)+100*time.Millisecond {
 			seen.Add(1)
 		}
-		if req.URL.Path == "/report" {
-			time.Sleep(10 * time.Second)
+		if i := int(n.Add(1)) - 1; i < len(rtts) {
+			time.Sleep(rtts[i])
 		} else {
 			time.Sleep(20 * time.Millisecond)
 		}
 		return reply(req, http.StatusOK), nil
 	})
-	tr := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 50}))
+	tr := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: r, Burst: 50}))
 	defer tr.Close()
-	for range fast {
+	for range rtts {
 		require.NoError(t, do(t, tr, "http://api.example/item"))
 	}
-	require.NoError(t, do(t, tr, "http://api.example/report"))
 	time.Sleep(20 * time.Second)
 	burstAt.Store(int64(time.Since(start)))
 	var wg sync.WaitGroup
@@ -535,6 +534,16 @@ func burstAfterSlowAnswer(t *testing.T, fast int) int {
 	}
 	wg.Wait()
 	return int(seen.Load())
+}
+
+// slowAt is n round trips of 20 ms but the i-th (from 0), of slow.
+func slowAt(n, i int, slow time.Duration) []time.Duration {
+	rtts := make([]time.Duration, n)
+	for k := range rtts {
+		rtts[k] = 20 * time.Millisecond
+	}
+	rtts[i] = slow
+	return rtts
 }
 
 // One slow answer among a key's first round trips is clipped as it is
@@ -544,47 +553,12 @@ func burstAfterSlowAnswer(t *testing.T, fast int) int {
 // for good, and 3 of the 40 went at once, the rest at 10 a second.)
 func TestASlowAnswerAmongTheFirstDoesNotShrinkTheBurst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		late := burstAfterSlowAnswer(t, 8)  // the slow answer the 9th: clipped
-		early := burstAfterSlowAnswer(t, 1) // the slow answer the 2nd
+		late := burstAfter(t, 10, slowAt(9, 8, 10*time.Second)...)  // the slow answer the 9th: clipped
+		early := burstAfter(t, 10, slowAt(2, 1, 10*time.Second)...) // the slow answer the 2nd
 		t.Logf("requests of 40 the server saw in the first 100 ms: slow answer 9th %d, 2nd %d", late, early)
 		assert.GreaterOrEqual(t, late, 40)
 		assert.GreaterOrEqual(t, early, 40, "one slow answer among the first 8 shrank the usable Burst of 50")
 	})
-}
-
-// coldStartBurst runs, on a key paced at r a second with a Burst of 50,
-// a first request answered in first (a new connection: DNS, TCP and TLS),
-// then 8 answered in 20 ms each, one at a time; then, 20 s later (the
-// bucket whole again), 40 requests at once; it returns how many of the 40
-// the server saw within the first 100 ms.
-func coldStartBurst(t *testing.T, r float64, first time.Duration) int {
-	var seen, n atomic.Int64
-	var burstAt atomic.Int64
-	start := time.Now()
-	base := rtFunc(func(req *http.Request) (*http.Response, error) {
-		if b := burstAt.Load(); b != 0 && time.Since(start) <= time.Duration(b)+100*time.Millisecond {
-			seen.Add(1)
-		}
-		if n.Add(1) == 1 {
-			time.Sleep(first)
-		} else {
-			time.Sleep(20 * time.Millisecond)
-		}
-		return reply(req, http.StatusOK), nil
-	})
-	tr := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: rate.Limit(r), Burst: 50}))
-	defer tr.Close()
-	for range 9 {
-		require.NoError(t, do(t, tr, "http://api.example/item"))
-	}
-	time.Sleep(20 * time.Second)
-	burstAt.Store(int64(time.Since(start)))
-	var wg sync.WaitGroup
-	for range 40 {
-		wg.Go(func() { assert.NoError(t, do(t, tr, "http://api.example/item")) })
-	}
-	wg.Wait()
-	return int(seen.Load())
 }
 
 // A slow answer first of all, followed by one under half of it, is taken
@@ -596,9 +570,9 @@ func coldStartBurst(t *testing.T, r float64, first time.Duration) int {
 // for good: a first answer of 10 s let 3 of 40 go at once.)
 func TestASlowFirstAnswerDoesNotShrinkTheBurst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		warm := coldStartBurst(t, 10, 20*time.Millisecond)
-		report := coldStartBurst(t, 10, 10*time.Second)
-		tls := coldStartBurst(t, 100, 300*time.Millisecond)
+		warm := burstAfter(t, 10, slowAt(9, 0, 20*time.Millisecond)...)
+		report := burstAfter(t, 10, slowAt(9, 0, 10*time.Second)...)
+		tls := burstAfter(t, 100, slowAt(9, 0, 300*time.Millisecond)...)
 		t.Logf("of 40 at once, in the first 100 ms: at 10/s, first answer 20 ms %d, 10 s %d; at 100/s, first answer 300 ms %d",
 			warm, report, tls)
 		assert.GreaterOrEqual(t, warm, 40)
