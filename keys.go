@@ -30,7 +30,7 @@ type keyState struct {
 	leastBy    time.Time // no bound of a waiter in the line (see waiter.by) is earlier; zero: none known
 	admitted   uint64    // units admitted so far, each attempt its cost (see Cost) and corrections up (see WithCost): a ticket's number is its last unit's
 	waitUnits  int64     // the units of the attempts in the line, each its cost
-	arrived    uint64    // requests that acquired the state: each one's place in the line
+	arrived    uint64    // places given in the line: each request that acquired the state, and each failed probe of an outage sent behind (see judge)
 	outUnits   int64     // units of the attempts sending
 
 	// Counts of goroutines (int32: a key has fewer than 2^31), packed

@@ -194,9 +194,9 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		// answers is (see health.push), and this answer is judged afresh
 		// (found in review: an isolated 503 an hour later, the first
 		// answer since, paused the whole key for its Retry-After).
-		ks.health.outage = false
+		ks.health.outage, ks.health.grown = false, 0
 	}
-	outage := (resp != nil || failed) && ks.health.record(mono, failed, h.throttled() && !ks.stale(tk))
+	outage := (resp != nil || failed) && ks.health.record(mono, failed, h.throttled() && !ks.stale(tk), &tk.own)
 	if h.signal != signalNone {
 		ks.count(resp, h) // (a 503 is a signal too)
 	}
@@ -285,10 +285,15 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 			}
 		}
 	case failed && (outage || ks.health.outage):
-		// The key comes back when the server says; the failed request's own
-		// retry may wait longer (its backoff), and the next in line probes.
+		// The key comes back when the server says, else after the failed
+		// request's backoff, or the outage's own once nothing is served
+		// (see outageFloor); the failed request's own retry may wait
+		// longer (its backoff), and the next in line probes.
 		if h.hasWait && h.wait > 0 {
 			pause = h.wait
+		} else {
+			r := &t.cfg.retry
+			pause = max(pause, ks.health.outageFloor(tk.probe, r.InitialDelay, min(r.MaxDelay, r.MaxRetryAfter)))
 		}
 		pace, why := ls.pace, ls.paceWhy
 		*ls = ks.pause(*h, pause, now)

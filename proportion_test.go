@@ -139,6 +139,144 @@ func TestOutagePausesTheKeyWithoutStorm(t *testing.T) {
 	})
 }
 
+// brokenBeside runs k broken items (GETs answered 503 at every attempt,
+// the default Retry) beside one healthy worker sending a GET a second for a
+// minute; it returns the longest the worker's answers came apart beyond
+// its second, and the key's outages.
+func brokenBeside(t *testing.T, k int) (held time.Duration, outages int64) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var last time.Duration
+		base := rtFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(ms(20))
+			if r.URL.Path == "/broken" {
+				return reply(r, http.StatusServiceUnavailable), nil
+			}
+			now := time.Since(start) // (one healthy worker: no race)
+			if last > 0 {
+				held = max(held, now-last-time.Second)
+			}
+			last = now
+			return reply(r, http.StatusOK), nil
+		})
+		rt := throttle.New(base)
+		defer rt.Close()
+		var wg sync.WaitGroup
+		for range k {
+			wg.Go(func() { _ = do(t, rt, "http://b.test/broken") })
+		}
+		wg.Go(func() {
+			for time.Since(start) < time.Minute {
+				assert.NoError(t, do(t, rt, "http://b.test/ok"))
+				time.Sleep(time.Second)
+			}
+		})
+		wg.Wait()
+		outages = rt.Stats().Keys["b.test"].Outages
+	})
+	return held, outages
+}
+
+// One broken item, every attempt of it failed, beside healthy requests is
+// one failure in the key's record, not an outage: its retries never hold
+// the others (found in review: its 5 retries among the key's last 9
+// answers made one, and the healthy worker waited 11-48 s).
+func TestOneBrokenItemIsNoOutage(t *testing.T) {
+	for range 5 {
+		held, outages := brokenBeside(t, 1)
+		assert.Zero(t, outages)
+		assert.LessOrEqual(t, held, ms(100))
+	}
+}
+
+// Three broken items beside one healthy worker make an outage (their
+// failures dominate the answers), but the healthy request probes in turn:
+// a failed probe goes behind the line, and the first served ends the
+// outage (found in review: the broken items probed at every pause, and
+// held the worker 20 s on average, up to 47 s).
+func TestBrokenItemsDoNotHoldTheHealthyOnes(t *testing.T) {
+	for range 5 {
+		held, _ := brokenBeside(t, 3)
+		assert.LessOrEqual(t, held, 9*time.Second)
+	}
+}
+
+// A server that serves nothing for a minute, without Retry-After: its
+// probes thin out, to one per MaxDelay at most, whichever requests send
+// them (found in review: with failed probes behind the line, fresh
+// requests probed at their first short backoffs, 47 requests in the
+// minute from 8 workers).
+func TestOutageProbesThinOut(t *testing.T) {
+	const workers = 8
+	for range 5 {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			var during, first5 atomic.Int64
+			base := rtFunc(func(r *http.Request) (*http.Response, error) {
+				time.Sleep(ms(20))
+				if at := time.Since(start); at >= 2*time.Second && at < 62*time.Second {
+					during.Add(1)
+					if at < 7*time.Second {
+						first5.Add(1)
+					}
+					return reply(r, http.StatusServiceUnavailable), nil
+				}
+				return reply(r, http.StatusOK), nil
+			})
+			rt := throttle.New(base)
+			defer rt.Close()
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Go(func() {
+					for i := 0; time.Since(start) < 70*time.Second; i++ {
+						_ = do(t, rt, fmt.Sprintf("http://d.test/w%d/%d", w, i))
+					}
+				})
+			}
+			wg.Wait()
+			assert.EqualValues(t, 1, rt.Stats().Keys["d.test"].Outages)
+			assert.LessOrEqual(t, during.Load(), int64(38), "requests in the minute")
+			assert.LessOrEqual(t, first5.Load(), int64(2*workers+12), "requests in its first 5 s")
+		})
+	}
+}
+
+// A server failing half its answers at random is in an outage off and on
+// (more than half of 20 fail, often), but serves as often as not: the
+// probes are spaced by their requests' backoffs, not by one that doubles
+// at each failed probe (found in review: that one grows without bound on
+// average where a probe fails as often as not, and 8 workers were served
+// 145-1,452 times in a minute, where they are 800-1,100 times).
+func TestHalfFailingServerIsNotHeldForLong(t *testing.T) {
+	for range 3 {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			var served atomic.Int64
+			base := rtFunc(func(r *http.Request) (*http.Response, error) {
+				time.Sleep(ms(20))
+				if rand.N(2) == 0 {
+					return reply(r, http.StatusServiceUnavailable), nil
+				}
+				served.Add(1)
+				return reply(r, http.StatusOK), nil
+			})
+			rt := throttle.New(base)
+			defer rt.Close()
+			var wg sync.WaitGroup
+			for w := range 8 {
+				wg.Go(func() {
+					for i := 0; time.Since(start) < time.Minute; i++ {
+						_ = do(t, rt, fmt.Sprintf("http://h.test/w%d/%d", w, i))
+						time.Sleep(ms(100))
+					}
+				})
+			}
+			wg.Wait()
+			assert.GreaterOrEqual(t, served.Load(), int64(600), "answers served in the minute")
+		})
+	}
+}
+
 // One episode, one reaction: a throttled answer to an attempt sent before
 // the pace was cut does not cut it again, even when it arrives after the
 // pause has ended.

@@ -152,6 +152,7 @@ type ticket struct {
 	asked  bool          // the Store booked its departure
 	alone  error         // then: the Store's Reservation.Fallback
 	req    *http.Request // the caller's request, once answered: its method and path name its endpoint (see toldbare.go)
+	own    failMark      // once answered, if it failed: where its request's last failure counted in the key's record (see health.fail)
 }
 
 // admit waits for an attempt's turn at the key: the pause, the pacer, every

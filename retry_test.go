@@ -249,7 +249,12 @@ func TestRetryBudgetStopsStorms(t *testing.T) {
 			mu.Unlock()
 			return reply(r, http.StatusBadGateway), nil
 		})
-		rt := throttle.New(base, throttle.WithRetry(throttle.Retry{Budget: 0.2, BudgetFloor: 5, InitialDelay: ms(10)}))
+		// MaxDelay too: once nothing is served, the key pauses at least
+		// the outage's own backoff, doubled at each failed probe up to
+		// MaxDelay (outage.go); the count below holds while the 50 first
+		// attempts, which probe one by one, fall within the budget's
+		// minute.
+		rt := throttle.New(base, throttle.WithRetry(throttle.Retry{Budget: 0.2, BudgetFloor: 5, InitialDelay: ms(10), MaxDelay: ms(10)}))
 		defer rt.Close()
 		var wg sync.WaitGroup
 		for i := range 50 {

@@ -273,6 +273,7 @@ type request struct {
 	held     bool      // it holds a reference to ks (see release)
 	budgetAt time.Time // when the retry to come spent the key's retry budget (zero: it did not), until it is sent
 	noRetry  bool      // the request's NoRetry option
+	failed   failMark  // where its last failure counted in the key's record of answers (see health.fail)
 
 	// What a panic on the way puts in order (see tidy).
 	onWire  bool           // tk's attempt is with the base
@@ -479,7 +480,24 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 		pause = least
 	}
 	tk.req = r.req
+	failed := o.h.signal == signalUnavailable
+	if failed {
+		tk.own = r.failed // (a copy: a pointer to r's own field would move r to the heap)
+	}
 	r.t.learn(&o.ls, ks, tk, resp, &o.h, pause, o.now, mono)
+	if failed {
+		r.failed = tk.own
+	}
+	if tk.probe && o.ls.outage {
+		// A failed probe of an outage goes behind the requests waiting:
+		// the next in line probes next (see outage.go). Keeping its
+		// place, a request that fails whatever the server's health (one
+		// broken item) probed again at every pause, and the pause grew
+		// with each while the requests behind it, which the server
+		// would have served, waited.
+		ks.arrived++
+		r.seq = ks.arrived
+	}
 	if o.h.throttled() && o.h.hasWait && o.h.wait == 0 && ks.learned() {
 		// A zero wait teaches a learned pace as none stated (see
 		// refused); the refused request, too, waits as for one.
