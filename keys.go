@@ -61,6 +61,7 @@ type keyState struct {
 // only ever answered never makes one.
 type trouble struct {
 	pauseUntil time.Time     // the server said: nothing before this
+	pauseOwn   time.Duration // of that pause, the end that is the key's own try, not asked by the server (see told.shifted): not counted against MaxRetryAfter
 	probeAt    time.Duration // when the probe out was sent, from the epoch
 	probeID    uint64        // its admission number
 	rampAt     time.Duration // when the ramp last let one go, from the epoch
@@ -123,6 +124,15 @@ func (ks *keyState) pausedUntil() time.Time {
 		return time.Time{}
 	}
 	return ks.tr.pauseUntil
+}
+
+// pausedAsked is pausedUntil less the key's own end of the pause: when the
+// server asked it to end.
+func (ks *keyState) pausedAsked() time.Time {
+	if ks.tr == nil {
+		return time.Time{}
+	}
+	return ks.tr.pauseUntil.Add(-ks.tr.pauseOwn)
 }
 
 type probeState uint8

@@ -420,8 +420,13 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 		// The shift is the starved key's own try at another point of the
 		// window: told to the Store, it held every Transport of the key
 		// half a window past the server's reset, the phase moving with
-		// all (found in review).
+		// all (found in review). Nor is it counted against MaxRetryAfter,
+		// the longest wait asked by the server that is honoured: with
+		// MaxRetryAfter of a second, a shifted pause of 1.5 s failed every
+		// request at once with ErrPaused, and the starved one gave up
+		// (found in review).
 		ls.own = own
+		ks.tr.pauseOwn = own
 	}
 	if learned && !ls.until.IsZero() {
 		ks.heldLearned(now, at) // learn.go
@@ -726,7 +731,7 @@ func (ks *keyState) pause(h hint, d time.Duration, now time.Time) lesson {
 	if !tr.pauseUntil.After(now) {
 		tr.stats.Pauses++
 	}
-	tr.pauseUntil = until
+	tr.pauseUntil, tr.pauseOwn = until, 0
 	tr.ramp = 0
 	ks.failBehind(until, holder{limit: LimitPause})
 	if tr.probe == probeNone {

@@ -439,7 +439,7 @@ func (t *Transport) refuse(ks *keyState, now time.Time, ahead, cost int, deadlin
 // holds it there.
 func (t *Transport) refuseAt(ks *keyState, now time.Time, ahead, cost int, deadline time.Time, hasDeadline bool,
 	last time.Time, fail func(holder, time.Time, error) error) (time.Time, holder, error) {
-	if until := ks.pausedUntil(); until.Sub(now) > t.cfg.retry.MaxRetryAfter {
+	if until := ks.pausedUntil(); ks.pausedAsked().Sub(now) > t.cfg.retry.MaxRetryAfter {
 		return until, holder{limit: LimitPause}, fail(holder{limit: LimitPause}, until, ErrPaused)
 	}
 	at, h := ks.lowerBound(now, t.since(now), ahead, cost)

@@ -2097,6 +2097,27 @@ func TestAKeyStarvedAtOnePointOfAWindowTriesAnother(t *testing.T) {
 	})
 }
 
+// A starved key's shift is not counted against MaxRetryAfter, the longest
+// wait asked by the server that is honoured: the server asked for a
+// second, and the key's own half window more fails no request (found in
+// review: with MaxRetryAfter of a second, the shifted pause of 1.5 s
+// failed every request at once with ErrPaused, and the starved one gave up
+// with its 429).
+func TestAStarvedKeysShiftIsNotCountedAgainstMaxRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var refused []error
+		pauses, status := starvedKey(t, func(e throttle.Event) {
+			if e.Kind == throttle.EventRefused {
+				refused = append(refused, e.Err)
+			}
+		}, throttle.WithRetry(throttle.Retry{MaxRetryAfter: time.Second}))
+		t.Logf("statuses %v, EventPaused pauses %v", status, pauses)
+		assert.Equal(t, []int{http.StatusOK, http.StatusOK}, status)
+		assert.Empty(t, refused)
+		assert.Contains(t, pauses, 1500*time.Millisecond, "the shifted pause")
+	})
+}
+
 // starvedKey runs TestAKeyStarvedAtOnePointOfAWindowTriesAnother's
 // scenario (another client spends each second's window of 5 from x.15 on;
 // ours asks at x.60, refused there window after window) through rt's
