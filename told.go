@@ -212,6 +212,7 @@ const (
 	probeOver   = 2                // nor probed past this many times what the key took from it over the span
 
 	longestReset = holdsForAnswer / 4 // a reset further off (73 years) is taken as this far: sums of it never overflow
+	tallReset    = 8                  // a reset more than this many times the longest seen waits for the next reading to agree (see long)
 )
 
 // wantsQuota reports whether the headers of the answer to admission adm
@@ -283,6 +284,7 @@ type told struct {
 	recurred   int             // refusal episodes of a bucket in a row, each soon after the one before (see retell)
 	raisedAt   time.Duration   // when probing last raised it
 	longest    time.Duration   // the longest reset seen: about a window's length
+	tall       time.Duration   // the reading before's reset, when far longer than longest (see long)
 	earlyAt    time.Duration   // when the count last came back before the reset known (see earlyReset)
 	notWhole   bool            // a kind not yet known: a reading after the last reset found the quota not back whole (see wholeAgain)
 	firstEnd   stated          // a kind not yet known: the reading that stated the earliest end (see endMoved)
@@ -584,7 +586,7 @@ func (m *told) read(q Quota, now, sent time.Duration, adm, admitted uint64, infl
 		// go, or, read at the epoch, held it for an answer that never
 		// came).
 		reset := min(q.Reset, longestReset)
-		m.longest = max(m.longest, reset)
+		m.long(reset)
 		at := now + min(reset, holdsForAnswer-1-now)
 		m.coarse = q.Reset <= coarseWait && q.Reset%time.Second == 0
 		switch {
@@ -1122,6 +1124,26 @@ func (m *told) holdsLast(now time.Duration, need float64) bool {
 	return float64(m.sentBetween(now-p, now))+need >= float64(m.limit)
 }
 
+// long takes a reading's reset into the longest seen: at once, unless it
+// is more than tallReset times the longest so far; then only when the
+// reading after it is too, and no more than the shorter of the two. (One
+// mistaken or hostile reset of years made the key's window years long for
+// good, found in review: its record of our requests was never trimmed,
+// 40,000 of them kept after 40,000 requests to a bucket, and a log of 100
+// a second drew 498 429s where it drew none.) A window's first reading may
+// come at its end, a second before a reset of an hour: the hour is taken
+// at the reading after.
+func (m *told) long(reset time.Duration) {
+	switch {
+	case m.longest == 0 || reset <= tallReset*m.longest:
+		m.longest, m.tall = max(m.longest, reset), 0
+	case m.tall != 0:
+		m.longest, m.tall = min(m.tall, reset), 0
+	default:
+		m.tall = reset
+	}
+}
+
 // shifted is how much longer than its stated wait a refusal pauses the
 // key: half a window's length, then a quarter, for a short window told in
 // whole seconds that others spend too, when the key has been refused in
@@ -1470,6 +1492,7 @@ func (m *told) took(now time.Duration, adm uint64, inflight int64, n int) {
 		for range min(n, maxCounted+1) { // more can never count
 			m.sends = append(m.sends, now)
 		}
+		m.sends = newest(m.sends)
 	}
 	switch {
 	case m.tokens(now, inflight) >= 1:

@@ -2,8 +2,17 @@ package throttle
 
 import (
 	"math"
+	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/throttlehttp/throttle/throttletest"
 )
 
 // The mirror's own count of a log of recent requests holds what the
@@ -321,4 +330,89 @@ func TestOnlyABucketsEndMovesLaterAsItsCountFalls(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tallResetRun runs 4 workers of 10,000 requests each through a Transport
+// without a Policy against a quota of 100 a second (a bucket 10 deep, or
+// a log) told by X-RateLimit-* on every answer, whose answer number at
+// says its reset is in 2033, once. It returns the key's mirror and Stats.
+func tallResetRun(t *testing.T, alg throttletest.Algorithm, at int64) (m *told, st KeyStats) {
+	synctest.Test(t, func(t *testing.T) {
+		api := throttletest.NewAPI(throttletest.Config{Limits: []throttletest.Limit{{Algorithm: alg, N: 100, Per: time.Second, Rate: 100, Burst: 10}},
+			XRateLimit: true, HeadersOnSuccess: true})
+		var n atomic.Int64
+		rt := New(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := api.RoundTrip(r)
+			if err == nil && n.Add(1) == at {
+				resp.Header.Set("X-RateLimit-Reset", "2000000000")
+			}
+			return resp, err
+		}))
+		defer rt.Close()
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for range 10000 {
+					req, _ := http.NewRequest(http.MethodGet, "http://a.test/", nil)
+					req.Header.Set("X-API-Key", "k")
+					if resp, err := rt.RoundTrip(req); assert.NoError(t, err) {
+						resp.Body.Close()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		st = rt.Stats().Keys["a.test"]
+		ks := rt.cfg.def.cur.Load().keys.load("a.test")
+		ks.mu.Lock()
+		defer ks.mu.Unlock()
+		m = ks.mirror()
+	})
+	return m, st
+}
+
+// One reset of years among a server's readings of a second is not its
+// window's length (found in review: the length was years for good, the
+// record of our requests never trimmed, 39,999 kept after 40,000 requests
+// to a bucket, and a log of 100 a second drew 498 429s where it draws
+// none).
+func TestOneTallResetIsNotTheWindowsLength(t *testing.T) {
+	for _, alg := range []throttletest.Algorithm{throttletest.TokenBucket, throttletest.SlidingLog} {
+		t.Run(alg.String(), func(t *testing.T) {
+			m, st := tallResetRun(t, alg, 50)
+			require.NotNil(t, m)
+			assert.LessOrEqual(t, m.longest, 2*time.Second)
+			assert.Less(t, len(m.sends), 1000)
+			assert.LessOrEqual(t, st.Throttled, int64(20))
+		})
+	}
+}
+
+// A first reading of years is taken as it is (nothing says it is wrong
+// yet), but the record of our requests stays bounded: it kept all 40,000.
+func TestATallFirstResetKeepsTheRecordBounded(t *testing.T) {
+	m, _ := tallResetRun(t, throttletest.TokenBucket, 1)
+	require.NotNil(t, m)
+	assert.LessOrEqual(t, len(m.sends), 2*(maxCounted+1))
+}
+
+// A reset far longer than the longest seen is taken when the reading after
+// agrees: a window of an hour first read in its last second.
+func TestATallResetIsTakenWhenTheNextAgrees(t *testing.T) {
+	var m told
+	for _, c := range []struct{ reset, longest time.Duration }{
+		{time.Second, time.Second},
+		{time.Hour, time.Second}, // one reading: not yet
+		{time.Hour - time.Second, time.Hour - time.Second},
+		{time.Hour, time.Hour},
+		{time.Second, time.Hour},
+	} {
+		m.long(c.reset)
+		assert.Equal(t, c.longest, m.longest, "after a reset of %v", c.reset)
+	}
+	m = told{}
+	for _, r := range []time.Duration{time.Second, 100 * 365 * 24 * time.Hour, time.Second, 2 * time.Second} {
+		m.long(r)
+	}
+	assert.Equal(t, 2*time.Second, m.longest, "one tall reading between short ones")
 }

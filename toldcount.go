@@ -151,6 +151,17 @@ func keep(ts []time.Duration, old time.Duration) []time.Duration {
 	return ts
 }
 
+// newest keeps the newest maxCounted+1 times of ts, sorted, once it holds
+// twice as many: more within a window can never count, and a window's
+// length taken from a mistaken or hostile reset of years (see told.long: a
+// first reading is taken as it is) never trims them by age.
+func newest(ts []time.Duration) []time.Duration {
+	if len(ts) > 2*(maxCounted+1) {
+		ts = append(ts[:0], ts[len(ts)-(maxCounted+1):]...)
+	}
+	return ts
+}
+
 // recount corrects our admission at sent, charged units, to what the
 // server's figure says it cost (see WithCost): a log of recent requests
 // holds the figure. Times not kept are not added.
@@ -162,7 +173,7 @@ func (m *told) recount(sent time.Duration, charged, figure int) {
 		i := sort.Search(len(m.sends), func(i int) bool { return m.sends[i] > sent })
 		if i > 0 && m.sends[i-1] == sent {
 			more := min(figure-charged, maxCounted+1) // more can never count
-			m.sends = slices.Insert(m.sends, i, slices.Repeat([]time.Duration{sent}, more)...)
+			m.sends = newest(slices.Insert(m.sends, i, slices.Repeat([]time.Duration{sent}, more)...))
 		}
 	}
 }
