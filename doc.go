@@ -47,12 +47,14 @@
 // the same pace. The key pauses as a whole only in an outage, when such
 // failures dominate its recent answers: at least 5 of its last 20 answers
 // (within a minute of each other) failed, and more than half did; one
-// request's retries count one failure at a time while others are served
-// (one broken item is no outage). Then one request probes per Retry-After
-// (without one, per the failed request's backoff, and once none of the last
-// 20 answers was served, at least the outage's own: InitialDelay doubled at
-// each failed probe, up to MaxDelay); a failed probe goes behind the
-// requests waiting, and the first good answer ends the outage.
+// request's retries count one failure at a time while others are served (one
+// broken item is no outage), and 20 answers none served make one. Then one
+// request probes per Retry-After (without one, per the failed request's
+// backoff, and once none of the last 20 answers was served, at least the
+// outage's own: InitialDelay doubled at each failed probe, up to MaxDelay;
+// never past MaxRetryAfter); a failed probe goes behind the requests
+// waiting, whatever their priorities, and the first good answer ends the
+// outage.
 //
 // A probe, or the first requests of the ramp after it, hold the rest of the
 // key only until their answer is overdue: srtt + 4·rttvar of the key's

@@ -23,7 +23,9 @@ import (
 // key paused for its own backoff, up to 30 s, while every other request
 // was answered). Where others fail too and none is served, each failed
 // attempt is news of the server, and counts, as before: two workers whose
-// every request fails make an outage as fast as they did.
+// every request fails make an outage as fast as they did. And where none
+// of the last 20 answers was served, the key is in an outage whoever
+// failed: one worker's requests, one after another, each retried alone.
 //
 // Then the key pauses like a throttled one, for the failed answer's
 // Retry-After (without one, for the failed request's backoff); one request
@@ -84,6 +86,14 @@ func (h *health) record(now time.Duration, failed, refused bool, own *failMark) 
 	if refused {
 		h.refused |= 1
 	}
+	if h.n == outageAnswers && (h.failed|h.gone) == 1<<outageAnswers-1 {
+		// None of the last 20 was served: every failure is news of the
+		// server, a request's retries too (found in review: one worker
+		// sending one request after another, each retried alone, held at
+		// most 3 failures in the record, and the outage of a server that
+		// served nothing for 10 minutes never began).
+		return true
+	}
 	return h.dominate(h.failed, int(h.n)-bits.OnesCount32(h.gone))
 }
 
@@ -106,9 +116,15 @@ func (h *health) fail(own *failMark) {
 	own.seq, own.set = h.seq, true
 }
 
-// push adds an answer at now that neither failed nor was refused.
+// push adds an answer at now that neither failed nor was refused. A gap
+// of outageForget since the last forgets the rest, unless the key is in an
+// outage (learn forgets one whose last pause ended that long ago): there,
+// the gap is the outage's own pause, which passes a minute where MaxDelay
+// does, and its record is what keeps the probes apart (found in review:
+// forgotten, the floor fell to 0, and 20 fresh requests probed within 5 s
+// after every pause past a minute).
 func (h *health) push(now time.Duration) {
-	if h.n > 0 && now-h.last > outageForget {
+	if h.n > 0 && now-h.last > outageForget && !h.outage {
 		h.failed, h.refused, h.gone, h.n = 0, 0, 0, 0
 	}
 	h.last = now

@@ -292,8 +292,13 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		if h.hasWait && h.wait > 0 {
 			pause = h.wait
 		} else {
+			// No server asked for a wait: the key's pause is held to
+			// MaxRetryAfter, as the floor is (found in review: a backoff
+			// past it, MaxDelay longer than MaxRetryAfter, failed the
+			// requests arriving at once with ErrPaused, as a 429 that
+			// stated no wait did before; see judge).
 			r := &t.cfg.retry
-			pause = max(pause, ks.health.outageFloor(tk.probe, r.InitialDelay, min(r.MaxDelay, r.MaxRetryAfter)))
+			pause = min(max(pause, ks.health.outageFloor(tk.probe, r.InitialDelay, min(r.MaxDelay, r.MaxRetryAfter))), r.MaxRetryAfter)
 		}
 		pace, why := ls.pace, ls.paceWhy
 		*ls = ks.pause(*h, pause, now)

@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -195,10 +196,15 @@ func TestOneBrokenItemIsNoOutage(t *testing.T) {
 // outage (found in review: the broken items probed at every pause, and
 // held the worker 20 s on average, up to 47 s).
 func TestBrokenItemsDoNotHoldTheHealthyOnes(t *testing.T) {
-	for range 5 {
+	const runs = 10
+	var total time.Duration
+	for range runs {
 		held, _ := brokenBeside(t, 3)
-		assert.LessOrEqual(t, held, 9*time.Second)
+		total += held
 	}
+	// 3.3 s on average over 1,000 runs, 11 s at most; 20 s on average
+	// before.
+	assert.LessOrEqual(t, total/runs, 6*time.Second, "the healthy worker held beyond its second, on average")
 }
 
 // A server that serves nothing for a minute, without Retry-After: its
@@ -273,6 +279,184 @@ func TestHalfFailingServerIsNotHeldForLong(t *testing.T) {
 			}
 			wg.Wait()
 			assert.GreaterOrEqual(t, served.Load(), int64(600), "answers served in the minute")
+		})
+	}
+}
+
+// A server that serves nothing for 20 minutes, without Retry-After, to 8
+// workers, with a MaxDelay of 2 minutes: the outage's probes thin out to
+// one per MaxDelay at most, as they do with MaxDelay 30 s or 1 min (~100,
+// ~65 requests). (Found in review: once the outage's floor passed a
+// minute, the gap between two answers forgot the key's record, the floor
+// fell to 0 until 20 answers were recorded again, and 20 fresh requests
+// probed within some 5 s, every time: ~190 requests.)
+func TestOutageProbesThinOutPastAMinute(t *testing.T) {
+	for range 5 {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			var mu sync.Mutex
+			var during []time.Duration
+			base := rtFunc(func(r *http.Request) (*http.Response, error) {
+				time.Sleep(ms(20))
+				at := time.Since(start)
+				if at >= 2*time.Second && at < 2*time.Second+20*time.Minute {
+					mu.Lock()
+					during = append(during, at)
+					mu.Unlock()
+					return reply(r, http.StatusServiceUnavailable), nil
+				}
+				return reply(r, http.StatusOK), nil
+			})
+			rt := throttle.New(base, throttle.WithRetry(throttle.Retry{MaxDelay: 2 * time.Minute}))
+			defer rt.Close()
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					for time.Since(start) < 20*time.Minute+10*time.Second {
+						_ = do(t, rt, "http://d.test/x")
+					}
+				})
+			}
+			wg.Wait()
+			// After the outage's first 5 minutes, no burst: at most 5
+			// requests reach the dead server in any 10 s.
+			burst := 0
+			for i, at := range during {
+				if at < 5*time.Minute {
+					continue
+				}
+				j := i
+				for j < len(during) && during[j]-at < 10*time.Second {
+					j++
+				}
+				burst = max(burst, j-i)
+			}
+			assert.LessOrEqual(t, burst, 5, "requests within 10 s, past the outage's 5th minute")
+			assert.LessOrEqual(t, len(during), 120, "requests in the 20 min outage")
+			assert.EqualValues(t, 1, rt.Stats().Keys["d.test"].Outages)
+		})
+	}
+}
+
+// An outage without Retry-After, MaxRetryAfter (3 s) shorter than MaxDelay
+// (the default 30 s): no server asked for a pause past MaxRetryAfter, so
+// no request fails with ErrPaused. (Found in review: the outage's floor
+// was held to MaxRetryAfter, but the pause for the failed request's own
+// backoff was not, and requests failed at once, "key paused for longer
+// than the longest Retry-After honoured".)
+func TestAnOutagesOwnPauseIsNoErrPaused(t *testing.T) {
+	for range 5 {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			base := rtFunc(func(r *http.Request) (*http.Response, error) {
+				time.Sleep(ms(20))
+				if time.Since(start) < time.Minute {
+					return reply(r, http.StatusServiceUnavailable), nil
+				}
+				return reply(r, http.StatusOK), nil
+			})
+			rt := throttle.New(base, throttle.WithRetry(throttle.Retry{MaxRetryAfter: 3 * time.Second}))
+			defer rt.Close()
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var paused int
+			for range 2 {
+				wg.Go(func() {
+					for time.Since(start) < 70*time.Second {
+						if err := do(t, rt, "http://d.test/x"); err != nil {
+							if errors.Is(err, throttle.ErrPaused) {
+								mu.Lock()
+								paused++
+								mu.Unlock()
+							}
+							time.Sleep(100 * time.Millisecond)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			assert.Zero(t, paused, "requests failed with ErrPaused")
+			assert.Zero(t, rt.Stats().Keys["d.test"].RefusedPaused)
+		})
+	}
+}
+
+// Two broken items of a batch (Priority -1, every attempt a 503) beside a
+// user's healthy worker (priority 0, a GET a second): a failed probe of
+// the outage goes behind the requests waiting, whatever their priorities,
+// and the healthy worker is held about as long as with equal priorities
+// (1-4 s on average over 20 runs). (Found in review: the broken items,
+// waiting since they began, aged past the healthy requests, one priority
+// a second, so a failed probe kept its place and probed again at every
+// pause: the worker was held 6-14 s on average over 20 runs, up to 27 s.)
+func TestAFailedProbeGoesBehindWhateverItsPriority(t *testing.T) {
+	const runs = 40
+	var total time.Duration
+	for range runs {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			var held, last time.Duration
+			base := rtFunc(func(r *http.Request) (*http.Response, error) {
+				time.Sleep(ms(20))
+				if r.URL.Path == "/broken" {
+					return reply(r, http.StatusServiceUnavailable), nil
+				}
+				now := time.Since(start) // (one healthy worker: no race)
+				if last > 0 {
+					held = max(held, now-last-time.Second)
+				}
+				last = now
+				return reply(r, http.StatusOK), nil
+			})
+			rt := throttle.New(base)
+			defer rt.Close()
+			batch := throttle.With(context.Background(), throttle.Priority(-1))
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Go(func() { _ = doCtx(t, batch, rt, "http://b.test/broken") })
+			}
+			wg.Go(func() {
+				for time.Since(start) < time.Minute {
+					assert.NoError(t, do(t, rt, "http://b.test/ok"))
+					time.Sleep(time.Second)
+				}
+			})
+			wg.Wait()
+			total += held
+		})
+	}
+	assert.LessOrEqual(t, total/runs, 5*time.Second, "the healthy worker held beyond its second, on average")
+}
+
+// One worker sending GETs one after another to a server that serves
+// nothing for 10 minutes, without a retry budget (Budget: -1, documented):
+// no answer is served, so each request's retries are news of the server
+// (README: "one request's retries count once while others are served"),
+// and the key goes into an outage, as with two workers (~58 requests in
+// the 10 min). (Found in review: every retry replaced its own request's
+// last failure, no other request having failed since it, the 20 answers
+// held at most 3 failures, and the outage never began: ~300 requests,
+// more than before the rule, ~165.)
+func TestOneWorkerAgainstADeadServerMakesAnOutage(t *testing.T) {
+	for range 3 {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			var during atomic.Int64
+			base := rtFunc(func(r *http.Request) (*http.Response, error) {
+				time.Sleep(ms(20))
+				if at := time.Since(start); at >= 2*time.Second && at < 602*time.Second {
+					during.Add(1)
+					return reply(r, http.StatusServiceUnavailable), nil
+				}
+				return reply(r, http.StatusOK), nil
+			})
+			rt := throttle.New(base, throttle.WithRetry(throttle.Retry{Budget: -1, BudgetFloor: -1}))
+			defer rt.Close()
+			for time.Since(start) < 610*time.Second {
+				_ = do(t, rt, "http://d.test/x")
+			}
+			assert.EqualValues(t, 1, rt.Stats().Keys["d.test"].Outages)
+			assert.LessOrEqual(t, during.Load(), int64(120), "requests in the 10 min outage")
 		})
 	}
 }

@@ -37,10 +37,11 @@ type waiter struct {
 // place is where a request's attempts join a key's line, and what each
 // costs there.
 type place struct {
-	seq     uint64    // the request's arrival order at its key
-	prio    int       // its priority (0 unless the request says: see Priority)
-	arrived time.Time // when it arrived, for aging
-	cost    int       // what each attempt is charged (1 unless the request says: see Cost)
+	seq     uint64        // the request's arrival order at its key
+	prio    int           // its priority (0 unless the request says: see Priority)
+	arrived time.Time     // when it arrived, for aging
+	unaged  time.Duration // of its wait since, what does not age it: the wait before it was sent behind (see judge)
+	cost    int           // what each attempt is charged (1 unless the request says: see Cost)
 }
 
 // agingStep is the wait that raises a request's priority in the line by one.
@@ -53,8 +54,8 @@ func (p *place) before(q *place, now time.Time) bool {
 	if p.prio == q.prio {
 		return p.seq < q.seq
 	}
-	ep := float64(p.prio) + float64(now.Sub(p.arrived))/float64(agingStep)
-	eq := float64(q.prio) + float64(now.Sub(q.arrived))/float64(agingStep)
+	ep := float64(p.prio) + float64(now.Sub(p.arrived)-p.unaged)/float64(agingStep)
+	eq := float64(q.prio) + float64(now.Sub(q.arrived)-q.unaged)/float64(agingStep)
 	if ep == eq {
 		return p.seq < q.seq
 	}

@@ -494,9 +494,13 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 		// place, a request that fails whatever the server's health (one
 		// broken item) probed again at every pause, and the pause grew
 		// with each while the requests behind it, which the server
-		// would have served, waited.
+		// would have served, waited. It ages afresh from now too: aged
+		// past the others (one priority a second since it began), a
+		// request of another priority than theirs kept its place (found
+		// in review: two broken items of a batch, Priority -1, held a
+		// user's healthy worker 10 s on average, up to 28 s).
 		ks.arrived++
-		r.seq = ks.arrived
+		r.seq, r.unaged = ks.arrived, o.now.Sub(r.arrived)
 	}
 	if o.h.throttled() && o.h.hasWait && o.h.wait == 0 && ks.learned() {
 		// A zero wait teaches a learned pace as none stated (see
