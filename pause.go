@@ -420,6 +420,7 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 	} else if ks.lim != nil && whole {
 		pause = ks.quietPeek(tk.probe, at, pause)
 	}
+	prev := ks.pausedUntil()
 	ls := ks.pause(h, pause, now)
 	if !ls.until.IsZero() {
 		// The shift is the starved key's own try at another point of the
@@ -431,7 +432,11 @@ func (ks *keyState) refused(tk ticket, h hint, pause time.Duration, now time.Tim
 		// request at once with ErrPaused, and the starved one gave up
 		// (found in review).
 		ls.own = own
-		ks.tr.pauseOwn = own
+		// Of the pause, only what passes the pause before it is the
+		// key's own (found in review: a shift past an earlier, longer
+		// pause the server asked for counted all of itself off that
+		// pause's end).
+		ks.tr.pauseOwn = min(own, ls.until.Sub(prev))
 	}
 	if learned && !ls.until.IsZero() {
 		ks.heldLearned(now, at) // learn.go

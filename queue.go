@@ -40,7 +40,7 @@ type place struct {
 	seq     uint64        // the request's arrival order at its key
 	prio    int           // its priority (0 unless the request says: see Priority)
 	arrived time.Time     // when it arrived, for aging
-	unaged  time.Duration // of its wait since, what does not age it: the wait before it was sent behind (see judge)
+	unaged  time.Duration // of its wait since, what does not age it: the wait before it was sent behind, and as much more as puts it behind the waiters of lower priority (see judge)
 	cost    int           // what each attempt is charged (1 unless the request says: see Cost)
 }
 
@@ -60,6 +60,19 @@ func (p *place) before(q *place, now time.Time) bool {
 		return p.seq < q.seq
 	}
 	return ep > eq
+}
+
+// behind is how much further than its whole wait so far p must be unaged,
+// at now, to go behind every request waiting in the line, whatever its
+// priority: what the highest priority of p above a waiter's (each raised
+// by its aging) counts, in agingSteps. ks.mu must be held.
+func (ks *keyState) behind(p *place, now time.Time) time.Duration {
+	var most float64 // in agingSteps
+	for w := ks.head; w != nil; w = w.next {
+		eq := float64(w.prio) + float64(now.Sub(w.arrived)-w.unaged)/float64(agingStep)
+		most = max(most, float64(p.prio)-eq)
+	}
+	return time.Duration(min(most*float64(agingStep), float64(farOff)))
 }
 
 // insert puts w in the line at now, ahead of the waiters at its end that
