@@ -207,6 +207,7 @@ func (t *Transport) learn(ls *lesson, ks *keyState, tk *ticket, resp *http.Respo
 		ks.ev.answered(at, tk.mono, prev, ks.admitted) // not refused for the quota: evidence of what it bears
 		if ks.tr != nil {
 			ks.ev.record(false) // (adapt.go's rule 3 counts from the first trouble)
+			ks.checkDense(tk.adm, false)
 			ks.tr.adapt.trial.answered(tk.adm, false, ks.atCeil())
 			ks.judge(at)
 			ks.tr.adapt.run.answered(tk.adm)

@@ -1027,14 +1027,17 @@ func TestRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
 // that share, it is taken as one in 50 (found in review: the first 256
 // answers, judged by the counts alone, took chance clusters for the
 // pace's and proved its ceiling lower: 1.42x on average here, 1.96x at
-// worst, and 2.13x at one in 20; the mean is 1.30x now, 1.65x at one in
-// 20).
+// worst, and 2.13x at one in 20). At one in 20 a chance cluster still
+// proved it lower, against the prior, and no quiet 30 s came to raise it:
+// 1.57x on average, 2.50x at worst (found in session 56). A cut of dense
+// refusals that did not make them rarer gives the ceiling back (rule 3's
+// check): 1.23x on average, 1.36x at worst.
 func TestHeavyRandomRefusalsDoNotSinkAConfiguredPace(t *testing.T) {
 	bucket := throttletest.Limit{Algorithm: throttletest.TokenBucket, Rate: 100, Burst: 5}
 	for _, c := range []struct {
 		share      float64
 		mean, most float64
-	}{{0.03, 1.35, 1.65}, {0.05, 1.8, 2.8}} {
+	}{{0.03, 1.35, 1.65}, {0.05, 1.35, 1.7}} {
 		t.Run(fmt.Sprint(c.share), func(t *testing.T) {
 			mean := randomlyRefused(t, c.share, bucket, 2000, func(t *testing.T, seed int64, x, pace float64) {
 				assert.LessOrEqual(t, x, c.most, "seed %d", seed)
