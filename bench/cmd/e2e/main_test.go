@@ -66,10 +66,10 @@ func TestPolicyScale(t *testing.T) {
 
 func TestPick(t *testing.T) {
 	for filter, want := range map[string]int{
-		"":             72,
+		"":             73,
 		"bucket,date":  4,
 		"seconds,date": 6, // the quiet six
-		"noisy":        11,
+		"noisy":        12,
 		"jitter":       2,
 		"bucket":       2,
 		"fixed":        4,

@@ -118,6 +118,14 @@ func noisyScenarios() []scenario {
 			targets: []target{everyRecord(), wallOverIdeal(1.15), wallVsPeer()},
 		},
 		{
+			// One request in 20 so refused: a chance cluster among the
+			// first hundred answers looks dense against the prior
+			// share of one in 50 (README, "Under noise").
+			name: "noisy-heavier-429", set: noisySet, quota: bucket, rows: pair,
+			noise:   noise{refused: 0.05},
+			targets: []target{everyRecord(), wallOverIdeal(1.15), wallVsPeer()},
+		},
+		{
 			// The same gateway in front of a server that tells its
 			// quota by X-RateLimit-* on every answer it gives: the
 			// gateway's 429s carry none, and the count the headers
