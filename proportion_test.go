@@ -141,10 +141,11 @@ func TestOutagePausesTheKeyWithoutStorm(t *testing.T) {
 }
 
 // brokenBeside runs k broken items (GETs answered 503 at every attempt,
-// the default Retry) beside one healthy worker sending a GET a second for a
-// minute; it returns the longest the worker's answers came apart beyond
-// its second, and the key's outages.
-func brokenBeside(t *testing.T, k int) (held time.Duration, outages int64) {
+// the default Retry) at Priority(prio) beside one healthy worker of
+// priority 0 sending a GET a second for a minute; it returns the longest
+// the worker's answers came apart beyond its second, and the key's
+// outages.
+func brokenBeside(t *testing.T, prio, k int) (held time.Duration, outages int64) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		var last time.Duration
@@ -162,9 +163,10 @@ func brokenBeside(t *testing.T, k int) (held time.Duration, outages int64) {
 		})
 		rt := throttle.New(base)
 		defer rt.Close()
+		ctx := throttle.With(context.Background(), throttle.Priority(prio))
 		var wg sync.WaitGroup
 		for range k {
-			wg.Go(func() { _ = do(t, rt, "http://b.test/broken") })
+			wg.Go(func() { _ = doCtx(t, ctx, rt, "http://b.test/broken") })
 		}
 		wg.Go(func() {
 			for time.Since(start) < time.Minute {
@@ -178,13 +180,23 @@ func brokenBeside(t *testing.T, k int) (held time.Duration, outages int64) {
 	return held, outages
 }
 
+// meanHeld is brokenBeside's held, on average over runs.
+func meanHeld(t *testing.T, runs, prio, k int) time.Duration {
+	var total time.Duration
+	for range runs {
+		held, _ := brokenBeside(t, prio, k)
+		total += held
+	}
+	return total / time.Duration(runs)
+}
+
 // One broken item, every attempt of it failed, beside healthy requests is
 // one failure in the key's record, not an outage: its retries never hold
 // the others (found in review: its 5 retries among the key's last 9
 // answers made one, and the healthy worker waited 11-48 s).
 func TestOneBrokenItemIsNoOutage(t *testing.T) {
 	for range 5 {
-		held, outages := brokenBeside(t, 1)
+		held, outages := brokenBeside(t, 0, 1)
 		assert.Zero(t, outages)
 		assert.LessOrEqual(t, held, ms(100))
 	}
@@ -196,15 +208,9 @@ func TestOneBrokenItemIsNoOutage(t *testing.T) {
 // outage (found in review: the broken items probed at every pause, and
 // held the worker 20 s on average, up to 47 s).
 func TestBrokenItemsDoNotHoldTheHealthyOnes(t *testing.T) {
-	const runs = 10
-	var total time.Duration
-	for range runs {
-		held, _ := brokenBeside(t, 3)
-		total += held
-	}
 	// 3.3 s on average over 1,000 runs, 11 s at most; 20 s on average
 	// before.
-	assert.LessOrEqual(t, total/runs, 6*time.Second, "the healthy worker held beyond its second, on average")
+	assert.LessOrEqual(t, meanHeld(t, 10, 0, 3), 6*time.Second, "the healthy worker held beyond its second, on average")
 }
 
 // A server that serves nothing for a minute, without Retry-After: its
@@ -390,42 +396,7 @@ func TestAnOutagesOwnPauseIsNoErrPaused(t *testing.T) {
 // a second, so a failed probe kept its place and probed again at every
 // pause: the worker was held 6-14 s on average over 20 runs, up to 27 s.)
 func TestAFailedProbeGoesBehindWhateverItsPriority(t *testing.T) {
-	const runs = 40
-	var total time.Duration
-	for range runs {
-		synctest.Test(t, func(t *testing.T) {
-			start := time.Now()
-			var held, last time.Duration
-			base := rtFunc(func(r *http.Request) (*http.Response, error) {
-				time.Sleep(ms(20))
-				if r.URL.Path == "/broken" {
-					return reply(r, http.StatusServiceUnavailable), nil
-				}
-				now := time.Since(start) // (one healthy worker: no race)
-				if last > 0 {
-					held = max(held, now-last-time.Second)
-				}
-				last = now
-				return reply(r, http.StatusOK), nil
-			})
-			rt := throttle.New(base)
-			defer rt.Close()
-			batch := throttle.With(context.Background(), throttle.Priority(-1))
-			var wg sync.WaitGroup
-			for range 2 {
-				wg.Go(func() { _ = doCtx(t, batch, rt, "http://b.test/broken") })
-			}
-			wg.Go(func() {
-				for time.Since(start) < time.Minute {
-					assert.NoError(t, do(t, rt, "http://b.test/ok"))
-					time.Sleep(time.Second)
-				}
-			})
-			wg.Wait()
-			total += held
-		})
-	}
-	assert.LessOrEqual(t, total/runs, 5*time.Second, "the healthy worker held beyond its second, on average")
+	assert.LessOrEqual(t, meanHeld(t, 40, -1, 2), 5*time.Second, "the healthy worker held beyond its second, on average")
 }
 
 // One worker sending GETs one after another to a server that serves
@@ -461,44 +432,6 @@ func TestOneWorkerAgainstADeadServerMakesAnOutage(t *testing.T) {
 	}
 }
 
-// heldBesideBroken runs k broken items (GETs answered 503 at every
-// attempt, default Retry) at Priority(prio) beside one healthy worker of
-// priority 0 sending a GET a second for a minute; it returns how long the
-// healthy worker was held beyond its second, at most.
-func heldBesideBroken(t *testing.T, prio, k int) (held time.Duration) {
-	synctest.Test(t, func(t *testing.T) {
-		start := time.Now()
-		var last time.Duration
-		base := rtFunc(func(r *http.Request) (*http.Response, error) {
-			time.Sleep(ms(20))
-			if r.URL.Path == "/broken" {
-				return reply(r, http.StatusServiceUnavailable), nil
-			}
-			now := time.Since(start) // (one healthy worker: no race)
-			if last > 0 {
-				held = max(held, now-last-time.Second)
-			}
-			last = now
-			return reply(r, http.StatusOK), nil
-		})
-		rt := throttle.New(base)
-		defer rt.Close()
-		urgent := throttle.With(context.Background(), throttle.Priority(prio))
-		var wg sync.WaitGroup
-		for range k {
-			wg.Go(func() { _ = doCtx(t, urgent, rt, "http://b.test/broken") })
-		}
-		wg.Go(func() {
-			for time.Since(start) < time.Minute {
-				assert.NoError(t, do(t, rt, "http://b.test/ok"))
-				time.Sleep(time.Second)
-			}
-		})
-		wg.Wait()
-	})
-	return held
-}
-
 // A broken item of higher priority than the healthy requests (README's
 // interactive calls at Priority(1) beside a batch) goes behind them too
 // when its probe fails (found in review: it kept its place ahead of them,
@@ -506,12 +439,7 @@ func heldBesideBroken(t *testing.T, prio, k int) (held time.Duration) {
 // Priority(5), mean of 60 runs: 7.7-9.1 s, 2.8-4.7 s since, about 3 s at
 // Priority(0) as the healthy worker).
 func TestAFailedProbeOfHigherPriorityGoesBehind(t *testing.T) {
-	const runs = 60
-	var total time.Duration
-	for range runs {
-		total += heldBesideBroken(t, 5, 2)
-	}
-	assert.LessOrEqual(t, total/runs, 6*time.Second, "the healthy worker held beyond its second, on average")
+	assert.LessOrEqual(t, meanHeld(t, 60, 5, 2), 6*time.Second, "the healthy worker held beyond its second, on average")
 }
 
 // One episode, one reaction: a throttled answer to an attempt sent before
