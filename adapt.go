@@ -552,6 +552,7 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 		ks.setPace(now, at, got, max(got, ks.pol.Rate*slowestShare)) // 1: proven lower
 		ev.cut()
 		a.provenAt = at
+		a.check.on = false // what the server took proves it: no check of a cut before gives back a ceiling above it
 		return
 	}
 	switch {

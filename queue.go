@@ -40,7 +40,7 @@ type place struct {
 	seq     uint64        // the request's arrival order at its key
 	prio    int           // its priority (0 unless the request says: see Priority)
 	arrived time.Time     // when it arrived, for aging
-	unaged  time.Duration // of its wait since, what does not age it: the wait before it was sent behind, and as much more as puts it behind the waiters of lower priority (see judge)
+	unaged  time.Duration // of its wait since, what does not age it: the wait before it was sent behind (see judge)
 	cost    int           // what each attempt is charged (1 unless the request says: see Cost)
 }
 
@@ -62,17 +62,22 @@ func (p *place) before(q *place, now time.Time) bool {
 	return ep > eq
 }
 
-// behind is how much further than its whole wait so far p must be unaged,
-// at now, to go behind every request waiting in the line, whatever its
-// priority: what the highest priority of p above a waiter's (each raised
-// by its aging) counts, in agingSteps. ks.mu must be held.
-func (ks *keyState) behind(p *place, now time.Time) time.Duration {
-	var most float64 // in agingSteps
+// behind is the priority at which p, its wait aging it afresh from now and
+// its arrival the latest, goes behind every request waiting in the line
+// of priority 0 or more, or of its own or more if lower: the lowest of
+// theirs, if below its own. No arithmetic on priorities or waits: any
+// int is a priority (Priority(math.MaxInt)). Waiters of a lower priority
+// than that are not passed: a request sent behind a nightly batch's,
+// Priority(-3600), was passed by every request of priority 0 for an hour
+// (found in review). ks.mu must be held.
+func (ks *keyState) behind(p *place) int {
+	floor, prio := min(p.prio, 0), p.prio
 	for w := ks.head; w != nil; w = w.next {
-		eq := float64(w.prio) + float64(now.Sub(w.arrived)-w.unaged)/float64(agingStep)
-		most = max(most, float64(p.prio)-eq)
+		if w.prio >= floor {
+			prio = min(prio, w.prio)
+		}
 	}
-	return time.Duration(min(most*float64(agingStep), float64(farOff)))
+	return prio
 }
 
 // insert puts w in the line at now, ahead of the waiters at its end that

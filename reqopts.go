@@ -79,8 +79,11 @@ func PartitionKey(key string) RequestOption {
 // priority starves the rest: a waiting request's priority rises by one for
 // each second it has waited (aging), so a request of priority p is passed
 // only by requests of priority p+d that arrive less than d seconds after
-// it; its retries keep its place. A leaky bucket's Queue still bounds the
-// line, whatever the priority.
+// it; its retries keep its place, but for a probe of an outage that failed
+// (see the package doc): it goes behind the requests waiting, at the
+// lowest priority among theirs of 0 or more (or at its own, if lower),
+// and ages afresh. A leaky bucket's Queue still bounds the line, whatever
+// the priority.
 func Priority(p int) RequestOption {
 	return RequestOption{name: "Priority", apply: func(c *reqConfig) error {
 		c.prio = p

@@ -499,12 +499,12 @@ func (r *request) judge(o *outcome, tk *ticket, attempt int, resp *http.Response
 		// request of another priority than theirs kept its place (found
 		// in review: two broken items of a batch, Priority -1, held a
 		// user's healthy worker 10 s on average, up to 28 s). Of higher
-		// priority than those waiting, it goes behind them too, aging
-		// from below the lowest of them (see keyState.behind): two
+		// priority than those waiting, it goes behind them too, at the
+		// lowest priority of theirs, 0 or more (see keyState.behind): two
 		// broken items at Priority(5) held a healthy worker of priority
 		// 0 9 s on average, up to 23 s.
 		ks.arrived++
-		r.seq, r.unaged = ks.arrived, o.now.Sub(r.arrived)+ks.behind(&r.place, o.now)
+		r.seq, r.unaged, r.prio = ks.arrived, o.now.Sub(r.arrived), ks.behind(&r.place)
 	}
 	if o.h.throttled() && o.h.hasWait && o.h.wait == 0 && ks.learned() {
 		// A zero wait teaches a learned pace as none stated (see
