@@ -553,6 +553,10 @@ func (ks *keyState) slow(tk ticket, now time.Time, at, wait time.Duration, beyon
 		ev.cut()
 		a.provenAt = at
 		a.check.on = false // what the server took proves it: no check of a cut before gives back a ceiling above it
+		// Nor does a trial's verdict of noise, that of one on or of the
+		// next in a row with those that helped before it, give back the
+		// ceiling they began from (see sparse).
+		a.trial.adm, a.trial.endedAt = 0, longAgo
 		return
 	}
 	switch {

@@ -53,8 +53,8 @@
 // backoff, and once none of the last 20 answers was served, at least the
 // outage's own: InitialDelay doubled at each failed probe, up to MaxDelay;
 // never past MaxRetryAfter); a failed probe goes behind the requests
-// waiting, whatever their priorities, and the first good answer ends the
-// outage.
+// waiting, but for those of a negative priority below its own (see
+// Priority), and the first good answer ends the outage.
 //
 // A probe, or the first requests of the ramp after it, hold the rest of the
 // key only until their answer is overdue: srtt + 4·rttvar of the key's

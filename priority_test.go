@@ -177,3 +177,27 @@ func TestAWaiterPassedByPriorityFailsWhenItsTurnPassesTheDeadline(t *testing.T) 
 }
 
 // One slow answer (a report the server took 10 s to make; the request
+
+// Priorities beyond 2^53 age as the others do: a request of p+2 passes
+// one of p only if it came less than 2 s after it (found in review: at
+// 2^60, where a float64's step is 256 levels, it passed one that had
+// waited 10 s, and would have for about 2 minutes).
+func TestAHugePriorityStillAges(t *testing.T) {
+	for _, p := range []int{127, 1<<60 + 127} {
+		synctest.Test(t, func(t *testing.T) {
+			base := newRecorder()
+			rt := throttle.New(base, throttle.WithPolicy(throttle.Policy{Rate: 0.05, Burst: 1})) // one every 20 s
+			defer rt.Close()
+			var wg sync.WaitGroup
+			sendAt(t, &wg, rt, "http://api.test/first", 0) // at once
+			synctest.Wait()
+			sendAt(t, &wg, rt, "http://api.test/old", p) // waits for 20 s
+			synctest.Wait()
+			time.Sleep(10 * time.Second)
+			sendAt(t, &wg, rt, "http://api.test/new", p+2) // 10 s later: 2 levels above, 10 below by now
+			synctest.Wait()
+			wg.Wait()
+			assert.Equal(t, []string{"http://api.test/first", "http://api.test/old", "http://api.test/new"}, base.urls(), "Priority(%d)", p)
+		})
+	}
+}

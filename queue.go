@@ -54,12 +54,20 @@ func (p *place) before(q *place, now time.Time) bool {
 	if p.prio == q.prio {
 		return p.seq < q.seq
 	}
-	ep := float64(p.prio) + float64(now.Sub(p.arrived)-p.unaged)/float64(agingStep)
-	eq := float64(q.prio) + float64(now.Sub(q.arrived)-q.unaged)/float64(agingStep)
-	if ep == eq {
+	// The priorities' difference, exact: a float64 of each is not, above
+	// 2^53, where its step is longer than the waits that age it (at
+	// 2^60, 256 levels: a request was passed by one of 2 levels above it
+	// that came 2 minutes later; found in review). One that overflows an
+	// int is beyond any aging.
+	d := p.prio - q.prio
+	if (d > 0) != (p.prio > q.prio) {
+		return p.prio > q.prio
+	}
+	e := float64(d) + (float64(now.Sub(p.arrived)-p.unaged)-float64(now.Sub(q.arrived)-q.unaged))/float64(agingStep)
+	if e == 0 {
 		return p.seq < q.seq
 	}
-	return ep > eq
+	return e > 0
 }
 
 // behind is the priority at which p, its wait aging it afresh from now and
