@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
 )
 
@@ -65,118 +66,96 @@ func TestACheckOfADenseCutKeepsWhatRule1ProvedSince(t *testing.T) {
 	assert.LessOrEqual(t, float64(a.ceil), 40.01, "the ceiling stays where rule 1 proved it")
 }
 
+// ruleOneRig is a configured key (Policy 100 a second, Burst 10) with
+// 1,000 answers behind it, 31 of them refused at random (3%), 10 s from
+// the epoch, and its answers given by hand.
+type ruleOneRig struct {
+	ks      *keyState
+	a       *adaptation
+	t0      time.Time
+	at, at0 time.Duration
+}
+
+func newRuleOneRig() *ruleOneRig {
+	ks := &keyState{pol: compile(Policy{Rate: 100, Burst: 10})}
+	ks.lim = rate.NewLimiter(100, 10)
+	r := &ruleOneRig{ks: ks, a: &ks.troubled().adapt, t0: time.Now(), at: 10 * time.Second, at0: 10 * time.Second}
+	ks.ev.answers, ks.ev.refusals = 1000, 31
+	r.a.episodeAt = r.at - 2*time.Second // the next refusal is sparse
+	return r
+}
+
+func (r *ruleOneRig) refuse() {
+	r.ks.admitted++
+	r.ks.slow(ticket{adm: r.ks.admitted, cost: 1}, r.t0.Add(r.at-r.at0), r.at, time.Second, false, false)
+}
+
+func (r *ruleOneRig) accept() {
+	ks := r.ks
+	ks.admitted++
+	ks.ev.spanOK++
+	ks.ev.record(false)
+	ks.checkDense(ks.admitted, false)
+	r.a.trial.answered(ks.admitted, false, ks.atCeil())
+	ks.judge(r.at)
+}
+
+// ruleOne has the key, 2 s on, send 200 and the server take 90 of them:
+// the next refusal proves the ceiling at 40 a second (rule 1).
+func (r *ruleOneRig) ruleOne(t *testing.T) {
+	r.at += 2 * time.Second
+	r.ks.admitted += 200
+	r.ks.ev.spanOK += 90
+	r.refuse()
+	assert.InDelta(t, 40, float64(r.a.ceil), 0.01, "rule 1 proved the ceiling at 40 a second")
+}
+
+// noise gives 400 answers at 40 a second, one in 33 refused at random,
+// and asserts the ceiling stays where rule 1 proved it.
+func (r *ruleOneRig) noise(t *testing.T) {
+	prev := r.a.ceil
+	for i := 1; i <= 400; i++ {
+		r.at += 25 * time.Millisecond
+		if i%33 == 0 {
+			r.refuse()
+		} else {
+			r.accept()
+		}
+		if r.a.ceil != prev {
+			t.Logf("answer %d at %v: ceiling %.2f -> %.2f (trial on %v, from %.2f, chain from %.2f)", i, r.at, float64(prev), float64(r.a.ceil), r.a.trial.adm != 0, float64(r.a.trial.from), float64(r.a.trial.chainFrom))
+			prev = r.a.ceil
+		}
+	}
+	assert.LessOrEqual(t, float64(r.a.ceil), 40.01, "the ceiling stays where rule 1 proved it")
+}
+
 // A sparse trial on when rule 1 proves the ceiling lower, from what the
 // server took, does not give back the ceiling it began from when it finds
 // noise (found in review: a quota dropped to 40 under a Policy of 100, 3%
 // random 429s, and 165 answers after rule 1 proved 40 the trial put 100
 // back).
 func TestATrialKeepsWhatRule1ProvedSince(t *testing.T) {
-	ks := &keyState{pol: compile(Policy{Rate: 100, Burst: 10})}
-	ks.lim = rate.NewLimiter(100, 10)
-	a := &ks.troubled().adapt
-	// The key's past: 1,000 answers at 100 a second, 31 of them refused
-	// at random (3%).
-	ks.ev.answers, ks.ev.refusals = 1000, 31
-	t0, at0 := time.Now(), 10*time.Second
-	clock := func(at time.Duration) time.Time { return t0.Add(at - at0) }
-	at := at0
-	refuse := func() {
-		ks.admitted++
-		ks.slow(ticket{adm: ks.admitted, cost: 1}, clock(at), at, time.Second, false, false)
-	}
-	accept := func() {
-		ks.admitted++
-		ks.ev.spanOK++
-		ks.ev.record(false)
-		ks.checkDense(ks.admitted, false)
-		a.trial.answered(ks.admitted, false, ks.atCeil())
-		ks.judge(at)
-	}
-	// A sparse refusal, 2 s after the last episode: a trial of 95 begins.
-	a.episodeAt = at - 2*time.Second
-	refuse()
-	if !assert.NotZero(t, a.trial.adm, "a trial began") {
-		return
-	}
-	assert.InDelta(t, 95, float64(a.ceil), 0.01)
-	// 2 s on, the key sent 200, the server took 90 of them: rule 1.
-	at += 2 * time.Second
-	ks.admitted += 200
-	ks.ev.spanOK += 90
-	refuse()
-	assert.InDelta(t, 40, float64(a.ceil), 0.01, "rule 1 proved the ceiling at 40 a second")
-	// At 40 a second the server takes all but its noise, one in 33.
-	prevCeil := a.ceil
-	for i := 1; i <= 400; i++ {
-		at += 25 * time.Millisecond
-		if i%33 == 0 {
-			refuse()
-		} else {
-			accept()
-		}
-		if a.ceil != prevCeil {
-			t.Logf("answer %d at %v: ceiling %.2f -> %.2f (trial on %v, llr %.2f)", i, at, float64(prevCeil), float64(a.ceil), a.trial.adm != 0, a.trial.llr)
-			prevCeil = a.ceil
-		}
-	}
-	assert.LessOrEqual(t, float64(a.ceil), 40.01, "the ceiling stays where rule 1 proved it (the trial's llr %.2f, %d of %d refused)", a.trial.llr, a.trial.k, a.trial.n)
+	r := newRuleOneRig()
+	r.refuse() // a trial of 95 begins
+	require.NotZero(t, r.a.trial.adm, "a trial began")
+	assert.InDelta(t, 95, float64(r.a.ceil), 0.01)
+	r.ruleOne(t)
+	r.noise(t)
 }
 
-// Nor by a trial in a row with one that helped before it (a chain): the
-// trial from 100 a second helped (refusals fell at 95), rule 1 then proved
-// the server takes 40 a second, and the next sparse refusal began a trial
-// from 40 in a row with the first, within 30 s; at the key's share of
-// noise, "none of the trials in a row helped" put the ceiling back to the
-// chain's first, 100 a second.
-// Nor does the next trial, chained to one that helped before rule 1, give
-// back the chain's start (found in review: 40 proved, 38 tried, 100 back).
+// Nor does a trial in a row with one that helped before rule 1 (a chain)
+// give back the chain's start (found in review: the trial from 100 helped,
+// rule 1 proved 40, the next sparse refusal tried 38 in a row with the
+// first, and "none of the trials in a row helped" put back 100).
 func TestAChainOfTrialsKeepsWhatRule1ProvedSince(t *testing.T) {
-	ks := &keyState{pol: compile(Policy{Rate: 100, Burst: 10})}
-	ks.lim = rate.NewLimiter(100, 10)
-	a := &ks.troubled().adapt
-	ks.ev.answers, ks.ev.refusals = 1000, 31
-	t0, at0 := time.Now(), 10*time.Second
-	clock := func(at time.Duration) time.Time { return t0.Add(at - at0) }
-	at := at0
-	refuse := func() {
-		ks.admitted++
-		ks.slow(ticket{adm: ks.admitted, cost: 1}, clock(at), at, time.Second, false, false)
+	r := newRuleOneRig()
+	r.refuse()               // a trial of 95 begins
+	for r.a.trial.adm != 0 { // it helps: no refusal for 2 s
+		r.at += 10 * time.Millisecond
+		r.accept()
 	}
-	accept := func() {
-		ks.admitted++
-		ks.ev.spanOK++
-		ks.ev.record(false)
-		ks.checkDense(ks.admitted, false)
-		a.trial.answered(ks.admitted, false, ks.atCeil())
-		ks.judge(at)
-	}
-	a.episodeAt = at - 2*time.Second
-	refuse()               // a trial of 95 begins
-	for a.trial.adm != 0 { // it helps: no refusal for 2 s
-		at += 10 * time.Millisecond
-		accept()
-	}
-	assert.InDelta(t, 95, float64(a.ceil), 0.01, "the trial helped: 95 holds")
-	// The quota falls: from here, 2 s on, the key sent 200, the server
-	// took 90 of them: rule 1.
-	ks.ev.restart(at, ks.admitted)
-	at += 2 * time.Second
-	ks.admitted += 200
-	ks.ev.spanOK += 90
-	refuse()
-	assert.InDelta(t, 40, float64(a.ceil), 0.01, "rule 1 proved the ceiling at 40 a second")
-	prevCeil := a.ceil
-	for i := 1; i <= 400; i++ {
-		at += 25 * time.Millisecond
-		if i%33 == 0 {
-			refuse()
-		} else {
-			accept()
-		}
-		if a.ceil != prevCeil {
-			t.Logf("answer %d at %v: ceiling %.2f -> %.2f (trial on %v, from %.2f, chain from %.2f)", i, at, float64(prevCeil), float64(a.ceil), a.trial.adm != 0, float64(a.trial.from), float64(a.trial.chainFrom))
-			prevCeil = a.ceil
-		}
-	}
-	assert.LessOrEqual(t, float64(a.ceil), 40.01, "the ceiling stays where rule 1 proved it")
+	assert.InDelta(t, 95, float64(r.a.ceil), 0.01, "the trial helped: 95 holds")
+	r.ks.ev.restart(r.at, r.ks.admitted) // the quota falls from here
+	r.ruleOne(t)
+	r.noise(t)
 }
