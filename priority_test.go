@@ -176,8 +176,6 @@ func TestAWaiterPassedByPriorityFailsWhenItsTurnPassesTheDeadline(t *testing.T) 
 	})
 }
 
-// One slow answer (a report the server took 10 s to make; the request
-
 // Priorities beyond 2^53 age as the others do: a request of p+2 passes
 // one of p only if it came less than 2 s after it (found in review: at
 // 2^60, where a float64's step is 256 levels, it passed one that had
@@ -200,4 +198,48 @@ func TestAHugePriorityStillAges(t *testing.T) {
 			assert.Equal(t, []string{"http://api.test/first", "http://api.test/old", "http://api.test/new"}, base.urls(), "Priority(%d)", p)
 		})
 	}
+}
+
+// Equal priorities are ordered by arrival, as the others are by aging: a
+// request whose key took a slow WithKey lookup reaches its line after
+// later ones of its priority, and goes before them (found in review:
+// ordered by its place given at its key among its equals, and by arrival
+// among the others, the line was no order, and a request of priority 7
+// was passed by one of 0 that came 5 s before it).
+func TestAPriorityRequestIsNotPassedBehindASlowKeyLookup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newRecorder()
+		rt := throttle.New(base,
+			throttle.WithPolicy(throttle.Policy{Rate: 0.05, Burst: 1}), // one every 20 s
+			throttle.WithKey(func(req *http.Request) string {
+				if strings.HasSuffix(req.URL.Path, "/slowkey") {
+					time.Sleep(10 * time.Second) // a slow lookup of the tenant
+				}
+				return "api"
+			}))
+		defer rt.Close()
+		var wg sync.WaitGroup
+		sendAt(t, &wg, rt, "http://api.test/first", 0) // at 0: takes the burst
+		synctest.Wait()
+		sendAt(t, &wg, rt, "http://api.test/slowkey", 0) // at 0, in line at 10 s
+		synctest.Wait()
+		time.Sleep(5 * time.Second)
+		sendAt(t, &wg, rt, "http://api.test/r1", 0) // at 5 s
+		synctest.Wait()
+		time.Sleep(5*time.Second + time.Millisecond)
+		sendAt(t, &wg, rt, "http://api.test/w", 7) // at 10.001 s: 7 levels above r1, 5 s younger
+		synctest.Wait()
+		wg.Wait()
+		urls := base.urls()
+		iw, ir := -1, -1
+		for i, u := range urls {
+			switch u {
+			case "http://api.test/w":
+				iw = i
+			case "http://api.test/r1":
+				ir = i
+			}
+		}
+		assert.Less(t, iw, ir, "w (priority 7, at 10 s) goes before r1 (priority 0, at 5 s)")
+	})
 }

@@ -51,9 +51,13 @@ const agingStep = time.Second
 // priority, each raised by one per agingStep its request has waited, or an
 // earlier arrival among equals.
 func (p *place) before(q *place, now time.Time) bool {
-	if p.prio == q.prio {
-		return p.seq < q.seq
-	}
+	// Equal priorities too compare their aging, not their seq alone: a
+	// request's seq is given when it reaches its key, after its arrival
+	// (a WithKey function on the way), and ordered by seq among its
+	// equals but by aging among the others, the line was no order: a
+	// request of priority 7 was passed by one of 0 that came 5 s before
+	// it (found in review).
+	//
 	// The priorities' difference, exact: a float64 of each is not, above
 	// 2^53, where its step is longer than the waits that age it (at
 	// 2^60, 256 levels: a request was passed by one of 2 levels above it
