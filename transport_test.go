@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -448,6 +449,59 @@ func TestGaveUpErrorSaysEachThingOnce(t *testing.T) {
 				require.ErrorIs(t, err, io.ErrUnexpectedEOF)
 				assert.Equal(t, tt.want, err.Error())
 			})
+		})
+	}
+}
+
+// A slow WithKey function (a cold cache of tenants) is not the request's
+// round trip: the first attempt is admitted, and timed, from its end
+// (found in review: timed from the request's arrival, two lookups of 9 s
+// counted as round trips of 9 s, and the reserve held back against the
+// network's jitter took a bucket of 50 to 2 sent at once).
+func TestASlowKeyLookupIsNoRoundTrip(t *testing.T) {
+	for _, slow := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			base := rtFunc(func(req *http.Request) (*http.Response, error) {
+				time.Sleep(20 * time.Millisecond)
+				return reply(req, http.StatusOK), nil
+			})
+			rec := newRecorder()
+			rt := throttle.New(rtFunc(func(req *http.Request) (*http.Response, error) {
+				rec.RoundTrip(req)
+				return base(req)
+			}),
+				throttle.WithPolicy(throttle.Policy{Rate: 10, Burst: 50}),
+				throttle.WithKey(func(req *http.Request) string {
+					if slow && strings.HasSuffix(req.URL.Path, "/slowkey") {
+						time.Sleep(9 * time.Second) // a cold cache of tenants
+					}
+					return "api"
+				}))
+			defer rt.Close()
+			var wg sync.WaitGroup
+			for range 16 { // warm up: round trips of 20 ms
+				sendAt(t, &wg, rt, "http://api.test/w", 0)
+				wg.Wait()
+				time.Sleep(100 * time.Millisecond)
+			}
+			for range 2 {
+				sendAt(t, &wg, rt, "http://api.test/slowkey", 0)
+				wg.Wait()
+				time.Sleep(100 * time.Millisecond)
+			}
+			time.Sleep(10 * time.Second) // the bucket full again
+			start := time.Since(rec.start)
+			for range 40 {
+				sendAt(t, &wg, rt, "http://api.test/b", 0)
+			}
+			wg.Wait()
+			n := 0
+			for _, at := range rec.times() {
+				if at >= start && at < start+100*time.Millisecond {
+					n++
+				}
+			}
+			assert.GreaterOrEqual(t, n, 30, "slow=%v", slow)
 		})
 	}
 }
