@@ -28,7 +28,9 @@ import (
 // failed: one worker's requests, one after another, each retried alone.
 //
 // Then the key pauses like a throttled one, for the failed answer's
-// Retry-After (without one, for the failed request's backoff); one request
+// Retry-After (without one, for the failed request's backoff, never past
+// MaxRetryAfter: no server asked for it, and past it the requests
+// arriving would fail at once with ErrPaused); one request
 // probes when the pause ends, and a probe that fails again extends the
 // pause: during an outage each worker sends about one request, then only
 // probes reach the server, one per Retry-After. A failed probe goes behind
